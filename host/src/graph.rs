@@ -1,0 +1,200 @@
+//! A workflow's steps as a validated dependency graph.
+//!
+//! Raw steps (from a plugin's `template` or from a Workflow applied by hand) become a
+//! [`StepGraph`] before anything runs: names are unique Kubernetes-safe labels, every
+//! dependency exists, and there is no cycle.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Why a set of steps is not a runnable graph.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    /// A workflow needs at least one step.
+    #[error("the workflow has no steps")]
+    Empty,
+    /// Two steps share a name.
+    #[error("step name {0:?} is used more than once")]
+    DuplicateName(String),
+    /// A step name Kubernetes cannot use in labels and Job names.
+    #[error("step name {name:?} is invalid: {reason}")]
+    InvalidName { name: String, reason: String },
+    /// A dependency names no step of the workflow.
+    #[error("step {step:?} depends on {missing:?}, which is not a step of this workflow")]
+    UnknownDependency { step: String, missing: String },
+    /// A step depends on itself, directly or through others.
+    #[error("steps form a dependency cycle: {}", .0.join(" -> "))]
+    Cycle(Vec<String>),
+}
+
+/// Checks that `name` is a DNS-1123 label (RFC 1123): what Kubernetes accepts as a label value
+/// and as part of an object name.
+pub fn check_dns_label(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        return Err("it is empty".into());
+    }
+    if name.len() > 63 {
+        return Err(format!("it has {} characters, at most 63 are allowed", name.len()));
+    }
+    if !name
+        .bytes()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+    {
+        return Err("only lowercase letters, digits and '-' are allowed".into());
+    }
+    if name.starts_with('-') || name.ends_with('-') {
+        return Err("it must start and end with a letter or digit".into());
+    }
+    Ok(())
+}
+
+/// Steps whose names and dependencies have been checked, in a topological order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepGraph {
+    /// Step names in an order where every step comes after its dependencies (ties keep the
+    /// order in which the steps were written).
+    order: Vec<String>,
+    deps: BTreeMap<String, Vec<String>>,
+}
+
+impl StepGraph {
+    /// Builds the graph from `(name, depends_on)` pairs, in the order the steps were written.
+    ///
+    /// # Errors
+    /// The first problem found, in this order: no steps, an invalid or duplicate name, an
+    /// unknown dependency, a cycle.
+    pub fn new<'a, I, D>(steps: I) -> Result<Self, GraphError>
+    where
+        I: IntoIterator<Item = (&'a str, D)>,
+        D: IntoIterator<Item = &'a str>,
+    {
+        let mut written = Vec::new();
+        let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (name, step_deps) in steps {
+            check_dns_label(name).map_err(|reason| GraphError::InvalidName {
+                name: name.to_string(),
+                reason,
+            })?;
+            let step_deps: Vec<String> = step_deps.into_iter().map(str::to_string).collect();
+            if deps.insert(name.to_string(), step_deps).is_some() {
+                return Err(GraphError::DuplicateName(name.to_string()));
+            }
+            written.push(name.to_string());
+        }
+        if written.is_empty() {
+            return Err(GraphError::Empty);
+        }
+        for name in &written {
+            for dep in &deps[name] {
+                if !deps.contains_key(dep) {
+                    return Err(GraphError::UnknownDependency {
+                        step: name.clone(),
+                        missing: dep.clone(),
+                    });
+                }
+            }
+        }
+        // Kahn's algorithm, always taking the earliest written ready step, so the order is stable.
+        let mut done: BTreeSet<&str> = BTreeSet::new();
+        let mut order = Vec::with_capacity(written.len());
+        while order.len() < written.len() {
+            let next = written.iter().find(|name| {
+                !done.contains(name.as_str())
+                    && deps[name.as_str()].iter().all(|d| done.contains(d.as_str()))
+            });
+            match next {
+                Some(name) => {
+                    done.insert(name);
+                    order.push(name.clone());
+                }
+                None => return Err(GraphError::Cycle(find_cycle(&written, &deps, &done))),
+            }
+        }
+        Ok(Self { order, deps })
+    }
+
+    /// Step names, each after its dependencies.
+    pub fn order(&self) -> &[String] {
+        &self.order
+    }
+
+    /// The dependencies of `step` (empty for an unknown step).
+    pub fn dependencies(&self, step: &str) -> &[String] {
+        self.deps.get(step).map(Vec::as_slice).unwrap_or_default()
+    }
+}
+
+/// A cycle among the steps not yet ordered, as a path that returns to its first step.
+fn find_cycle(
+    written: &[String],
+    deps: &BTreeMap<String, Vec<String>>,
+    done: &BTreeSet<&str>,
+) -> Vec<String> {
+    // Every remaining step has a remaining dependency, so walking dependencies must revisit a step.
+    let Some(start) = written.iter().find(|n| !done.contains(n.as_str())) else {
+        return Vec::new();
+    };
+    let mut path: Vec<String> = vec![start.clone()];
+    loop {
+        let current = &path[path.len() - 1];
+        let Some(next) = deps[current].iter().find(|d| !done.contains(d.as_str())) else {
+            return path;
+        };
+        if let Some(pos) = path.iter().position(|p| p == next) {
+            let mut cycle = path[pos..].to_vec();
+            cycle.push(next.clone());
+            return cycle;
+        }
+        path.push(next.clone());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(steps: &[(&'static str, &[&'static str])]) -> Result<StepGraph, GraphError> {
+        StepGraph::new(steps.iter().map(|(n, d)| (*n, d.iter().copied())))
+    }
+
+    #[test]
+    fn dependencies_come_before_dependents_and_ties_keep_written_order() {
+        let g = graph(&[("c", &["a", "b"]), ("a", &[]), ("b", &["a"]), ("d", &[])]).unwrap();
+        assert_eq!(g.order(), ["a", "b", "c", "d"]);
+        assert_eq!(g.dependencies("c"), ["a", "b"]);
+    }
+
+    #[test]
+    fn a_cycle_is_named_step_by_step() {
+        let err = graph(&[("a", &["c"]), ("b", &["a"]), ("c", &["b"])]).unwrap_err();
+        assert_eq!(err, GraphError::Cycle(vec!["a".into(), "c".into(), "b".into(), "a".into()]));
+        assert_eq!(err.to_string(), "steps form a dependency cycle: a -> c -> b -> a");
+    }
+
+    #[test]
+    fn a_self_dependency_is_a_cycle() {
+        let err = graph(&[("a", &["a"])]).unwrap_err();
+        assert_eq!(err, GraphError::Cycle(vec!["a".into(), "a".into()]));
+    }
+
+    #[test]
+    fn unknown_dependency_and_duplicates_are_rejected() {
+        assert_eq!(
+            graph(&[("a", &["x"])]).unwrap_err(),
+            GraphError::UnknownDependency { step: "a".into(), missing: "x".into() }
+        );
+        assert_eq!(
+            graph(&[("a", &[]), ("a", &[])]).unwrap_err(),
+            GraphError::DuplicateName("a".into())
+        );
+        assert_eq!(graph(&[]).unwrap_err(), GraphError::Empty);
+    }
+
+    #[test]
+    fn names_kubernetes_cannot_use_are_rejected() {
+        let too_long = "x".repeat(64);
+        for bad in ["Check", "a_b", "-a", "a-", "", too_long.as_str()] {
+            assert!(check_dns_label(bad).is_err(), "{bad:?} should be rejected");
+        }
+        assert!(check_dns_label("check-network-2").is_ok());
+    }
+}
