@@ -1,0 +1,416 @@
+#!/usr/bin/env bash
+# Local Kubernetes cluster for workflow-operator's end-to-end tests and demo.
+#
+#   tests/cluster/cluster.sh up       build (if needed, via build.sh) and start the cluster
+#   tests/cluster/cluster.sh down     stop every process it started and remove .local-cluster/
+#   tests/cluster/cluster.sh status   show the state of each component
+#
+# Components: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
+# (fake nodes), all on 127.0.0.1 with free ports. State lives under the git-ignored
+# .local-cluster/ at the repository root:
+#   kubeconfig          cluster-admin kubeconfig (client certificate)
+#   logs/<component>.log, pids/<component>.pid, pki/, etcd/, ports.env
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "${HERE}/../.." && pwd)"
+STATE_DIR="${WORKFLOW_CLUSTER_DIR:-${REPO_ROOT}/.local-cluster}"
+PKI="${STATE_DIR}/pki"
+LOGS="${STATE_DIR}/logs"
+PIDS="${STATE_DIR}/pids"
+KUBECONFIG_FILE="${STATE_DIR}/kubeconfig"
+PORTS_FILE="${STATE_DIR}/ports.env"
+NODE_NAME="${KWOK_NODE_NAME:-kwok-node-0}"
+COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
+# kube-controller-manager controllers we need (and nothing node/cloud related).
+KCM_CONTROLLERS="job-controller,garbage-collector-controller,ttl-after-finished-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,replicaset-controller,deployment-controller,cronjob-controller,pod-garbage-collector-controller"
+START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
+
+die() { echo "cluster.sh: error: $*" >&2; exit 1; }
+log() { echo "[cluster] $*"; }
+
+kc() { KUBECONFIG="${KUBECONFIG_FILE}" kubectl --request-timeout=10s "$@"; }
+
+pid_of() {
+  local f="${PIDS}/$1.pid"
+  [[ -f "${f}" ]] || return 1
+  local pid
+  pid="$(cat "${f}" 2>/dev/null || true)"
+  [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
+  echo "${pid}"
+}
+
+is_running() {
+  local pid
+  pid="$(pid_of "$1")" || return 1
+  kill -0 "${pid}" 2>/dev/null || return 1
+  # Guard against pid reuse: the process must still be ours (its command line
+  # mentions the state directory).
+  tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF "${STATE_DIR}"
+}
+
+show_log_tail() {
+  local c="$1"
+  if [[ -f "${LOGS}/${c}.log" ]]; then
+    echo "----- last 40 lines of ${LOGS}/${c}.log -----" >&2
+    tail -n 40 "${LOGS}/${c}.log" >&2
+    echo "-----" >&2
+  fi
+}
+
+fail_start() {
+  local msg="$1" c
+  echo "cluster.sh: error: ${msg}" >&2
+  for c in "${COMPONENTS[@]}"; do
+    if [[ -f "${PIDS}/${c}.pid" ]] && ! is_running "${c}"; then
+      echo "cluster.sh: ${c} is not running" >&2
+      show_log_tail "${c}"
+    fi
+  done
+  echo "cluster.sh: logs are in ${LOGS}; run '$0 down' to clean up" >&2
+  exit 1
+}
+
+free_ports() {
+  # Prints N distinct free TCP ports on 127.0.0.1.
+  python3 - "$1" <<'PY'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+PY
+}
+
+# start <component> <binary> args... : runs in its own session, detached from our
+# stdin/stdout, logging to logs/<component>.log; the pid is written by the process itself.
+start() {
+  local c="$1"; shift
+  local pidfile="${PIDS}/${c}.pid"
+  rm -f "${pidfile}"
+  setsid bash -c 'echo $$ > "$0"; exec "$@"' "${pidfile}" "$@" \
+    </dev/null >"${LOGS}/${c}.log" 2>&1 &
+  local i
+  for i in $(seq 1 50); do
+    [[ -s "${pidfile}" ]] && return 0
+    sleep 0.1
+  done
+  fail_start "${c} did not start"
+}
+
+wait_until() {
+  # wait_until <description> <timeout-seconds> <component-to-watch> <command...>
+  local what="$1" timeout="$2" watch="$3"; shift 3
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    if [[ -n "${watch}" ]] && ! is_running "${watch}"; then
+      fail_start "${watch} exited while waiting for ${what}"
+    fi
+    if (( $(date +%s) >= deadline )); then
+      fail_start "timed out after ${timeout}s waiting for ${what}"
+    fi
+    sleep 0.3
+  done
+}
+
+gen_pki() {
+  mkdir -p "${PKI}"
+  (
+    cd "${PKI}"
+    openssl req -x509 -newkey rsa:2048 -nodes -days 3650 -sha256 \
+      -keyout ca.key -out ca.crt -subj "/CN=workflow-operator-local-ca" \
+      -addext "basicConstraints=critical,CA:TRUE" \
+      -addext "keyUsage=critical,digitalSignature,keyCertSign,cRLSign" 2>/dev/null
+
+    # kube-apiserver serving certificate.
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
+      -subj "/CN=kube-apiserver" 2>/dev/null
+    cat > apiserver.ext <<'EXT'
+basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=serverAuth
+subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+EXT
+    openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -days 3650 -sha256 -extfile apiserver.ext -out apiserver.crt 2>/dev/null
+
+    # cluster-admin client certificate (group system:masters).
+    openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr \
+      -subj "/O=system:masters/CN=workflow-admin" 2>/dev/null
+    cat > client.ext <<'EXT'
+basicConstraints=CA:FALSE
+keyUsage=critical,digitalSignature,keyEncipherment
+extendedKeyUsage=clientAuth
+EXT
+    openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -days 3650 -sha256 -extfile client.ext -out admin.crt 2>/dev/null
+
+    # Service-account token signing key.
+    openssl genrsa -out sa.key 2048 2>/dev/null
+    openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
+    rm -f ./*.csr ./*.ext
+    chmod 600 ./*.key
+  )
+}
+
+write_kubeconfig() {
+  local port="$1" b64
+  b64() { base64 -w0 < "$1"; }
+  cat > "${KUBECONFIG_FILE}.tmp" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: workflow-local
+  cluster:
+    server: https://127.0.0.1:${port}
+    certificate-authority-data: $(b64 "${PKI}/ca.crt")
+users:
+- name: workflow-admin
+  user:
+    client-certificate-data: $(b64 "${PKI}/admin.crt")
+    client-key-data: $(b64 "${PKI}/admin.key")
+contexts:
+- name: workflow-local
+  context:
+    cluster: workflow-local
+    user: workflow-admin
+current-context: workflow-local
+EOF
+  chmod 600 "${KUBECONFIG_FILE}.tmp"
+  mv "${KUBECONFIG_FILE}.tmp" "${KUBECONFIG_FILE}"
+}
+
+node_ready() {
+  [[ "$(kc get node "${NODE_NAME}" \
+      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == "True" ]]
+}
+
+default_sa_exists() { kc -n default get serviceaccount default; }
+
+readyz() { kc get --raw /readyz; }
+
+all_healthy() {
+  local c
+  for c in "${COMPONENTS[@]}"; do
+    is_running "${c}" || return 1
+  done
+  [[ -f "${KUBECONFIG_FILE}" ]] || return 1
+  readyz >/dev/null 2>&1 || return 1
+  node_ready
+}
+
+stop_all() {
+  local c pid pids=() quiet="${1:-}"
+  # Stop in reverse start order.
+  for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do
+    c="${COMPONENTS[$i]}"
+    if is_running "${c}"; then
+      pid="$(pid_of "${c}")"
+      [[ -n "${quiet}" ]] || log "stopping ${c} (pid ${pid})"
+      kill -TERM "${pid}" 2>/dev/null || true
+      pids+=("${pid}")
+    fi
+  done
+  local deadline=$(( $(date +%s) + 15 )) alive
+  while :; do
+    alive=()
+    for pid in "${pids[@]+"${pids[@]}"}"; do
+      kill -0 "${pid}" 2>/dev/null && alive+=("${pid}")
+    done
+    (( ${#alive[@]} == 0 )) && break
+    if (( $(date +%s) >= deadline )); then
+      for pid in "${alive[@]}"; do
+        log "pid ${pid} ignored TERM, sending KILL"
+        kill -KILL "${pid}" 2>/dev/null || true
+      done
+      sleep 0.5
+      break
+    fi
+    sleep 0.2
+  done
+}
+
+cmd_down() {
+  if [[ ! -d "${STATE_DIR}" ]]; then
+    log "not running (no ${STATE_DIR})"
+    return 0
+  fi
+  stop_all
+  rm -rf "${STATE_DIR}"
+  log "down; removed ${STATE_DIR}"
+}
+
+cmd_status() {
+  local c rc=0
+  if [[ ! -d "${STATE_DIR}" ]]; then
+    echo "cluster: down (no ${STATE_DIR})"
+    return 1
+  fi
+  for c in "${COMPONENTS[@]}"; do
+    if is_running "${c}"; then
+      printf '  %-24s running (pid %s)\n' "${c}" "$(pid_of "${c}")"
+    else
+      printf '  %-24s NOT running\n' "${c}"; rc=1
+    fi
+  done
+  if [[ -f "${KUBECONFIG_FILE}" ]] && readyz >/dev/null 2>&1; then
+    echo "  apiserver /readyz        ok ($(sed -n 's/^ *server: //p' "${KUBECONFIG_FILE}"))"
+  else
+    echo "  apiserver /readyz        NOT ok"; rc=1
+  fi
+  if [[ -f "${KUBECONFIG_FILE}" ]] && node_ready; then
+    echo "  node ${NODE_NAME}        Ready"
+  else
+    echo "  node ${NODE_NAME}        NOT Ready"; rc=1
+  fi
+  echo "  kubeconfig               ${KUBECONFIG_FILE}"
+  return "${rc}"
+}
+
+cmd_up() {
+  local t0; t0=$(date +%s)
+  if [[ -d "${STATE_DIR}" ]]; then
+    if all_healthy; then
+      log "already running and healthy (KUBECONFIG=${KUBECONFIG_FILE})"
+      return 0
+    fi
+    log "found a stale or partially running cluster in ${STATE_DIR}; cleaning up"
+    stop_all quiet
+    rm -rf "${STATE_DIR}"
+  fi
+
+  command -v kubectl >/dev/null 2>&1 || die "kubectl not found on PATH"
+  command -v openssl >/dev/null 2>&1 || die "openssl not found on PATH"
+  command -v python3 >/dev/null 2>&1 || die "python3 not found on PATH (used to pick free ports)"
+
+  "${HERE}/build.sh"
+  local BIN; BIN="$("${HERE}/build.sh" --print-bin-dir)"
+
+  mkdir -p "${STATE_DIR}" "${LOGS}" "${PIDS}" "${STATE_DIR}/etcd"
+  chmod 700 "${STATE_DIR}"
+  gen_pki
+
+  local ports etcd_client etcd_peer apiserver_port kwok_port
+  read -r etcd_client etcd_peer apiserver_port kwok_port <<<"$(free_ports 4)"
+  cat > "${PORTS_FILE}" <<EOF
+ETCD_CLIENT_PORT=${etcd_client}
+ETCD_PEER_PORT=${etcd_peer}
+APISERVER_PORT=${apiserver_port}
+KWOK_PORT=${kwok_port}
+EOF
+  write_kubeconfig "${apiserver_port}"
+
+  log "starting etcd on 127.0.0.1:${etcd_client}"
+  start etcd "${BIN}/etcd" \
+    --name=default \
+    --data-dir="${STATE_DIR}/etcd" \
+    --listen-client-urls="http://127.0.0.1:${etcd_client}" \
+    --advertise-client-urls="http://127.0.0.1:${etcd_client}" \
+    --listen-peer-urls="http://127.0.0.1:${etcd_peer}" \
+    --initial-advertise-peer-urls="http://127.0.0.1:${etcd_peer}" \
+    --initial-cluster="default=http://127.0.0.1:${etcd_peer}" \
+    --unsafe-no-fsync=true \
+    --log-level=warn
+  wait_until "etcd health" 30 etcd \
+    curl -sf --max-time 2 "http://127.0.0.1:${etcd_client}/health"
+
+  log "starting kube-apiserver on 127.0.0.1:${apiserver_port}"
+  start kube-apiserver "${BIN}/kube-apiserver" \
+    --advertise-address=127.0.0.1 \
+    --bind-address=127.0.0.1 \
+    --secure-port="${apiserver_port}" \
+    --etcd-servers="http://127.0.0.1:${etcd_client}" \
+    --cert-dir="${PKI}" \
+    --tls-cert-file="${PKI}/apiserver.crt" \
+    --tls-private-key-file="${PKI}/apiserver.key" \
+    --client-ca-file="${PKI}/ca.crt" \
+    --authorization-mode=RBAC \
+    --service-account-issuer="https://127.0.0.1:${apiserver_port}" \
+    --service-account-key-file="${PKI}/sa.pub" \
+    --service-account-signing-key-file="${PKI}/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/24 \
+    --endpoint-reconciler-type=none \
+    --allow-privileged=true \
+    --profiling=false \
+    --v=1
+  wait_until "kube-apiserver /readyz" "${START_TIMEOUT}" kube-apiserver readyz
+
+  log "starting kube-controller-manager"
+  start kube-controller-manager "${BIN}/kube-controller-manager" \
+    --kubeconfig="${KUBECONFIG_FILE}" \
+    --authentication-kubeconfig="${KUBECONFIG_FILE}" \
+    --authorization-kubeconfig="${KUBECONFIG_FILE}" \
+    --bind-address=127.0.0.1 \
+    --secure-port=0 \
+    --leader-elect=false \
+    --controllers="${KCM_CONTROLLERS}" \
+    --service-account-private-key-file="${PKI}/sa.key" \
+    --root-ca-file="${PKI}/ca.crt" \
+    --use-service-account-credentials=false \
+    --cluster-name=workflow-local \
+    --profiling=false \
+    --v=1
+
+  log "starting kube-scheduler"
+  start kube-scheduler "${BIN}/kube-scheduler" \
+    --kubeconfig="${KUBECONFIG_FILE}" \
+    --authentication-kubeconfig="${KUBECONFIG_FILE}" \
+    --authorization-kubeconfig="${KUBECONFIG_FILE}" \
+    --bind-address=127.0.0.1 \
+    --secure-port=0 \
+    --leader-elect=false \
+    --profiling=false \
+    --v=1
+
+  log "starting kwok"
+  local kwok_configs=() f
+  for f in "${HERE}"/kwok/*.yaml; do
+    kwok_configs+=("--config=${f}")
+  done
+  start kwok "${BIN}/kwok" \
+    --kubeconfig="${KUBECONFIG_FILE}" \
+    --manage-all-nodes=false \
+    --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
+    --server-address="127.0.0.1:${kwok_port}" \
+    --node-ip=127.0.0.1 \
+    --node-lease-duration-seconds=40 \
+    "${kwok_configs[@]}"
+
+  log "registering node ${NODE_NAME}"
+  kc apply -f - >/dev/null <<EOF || fail_start "could not create node ${NODE_NAME}"
+apiVersion: v1
+kind: Node
+metadata:
+  name: ${NODE_NAME}
+  annotations:
+    kwok.x-k8s.io/node: fake
+    node.alpha.kubernetes.io/ttl: "0"
+  labels:
+    kubernetes.io/arch: amd64
+    kubernetes.io/hostname: ${NODE_NAME}
+    kubernetes.io/os: linux
+    kubernetes.io/role: agent
+    node-role.kubernetes.io/agent: ""
+    type: kwok
+spec: {}
+EOF
+  wait_until "node ${NODE_NAME} to become Ready" "${START_TIMEOUT}" kwok node_ready
+  wait_until "the default ServiceAccount" "${START_TIMEOUT}" kube-controller-manager default_sa_exists
+
+  local c
+  for c in "${COMPONENTS[@]}"; do
+    is_running "${c}" || fail_start "${c} exited during start-up"
+  done
+  log "ready in $(( $(date +%s) - t0 ))s: KUBECONFIG=${KUBECONFIG_FILE}"
+}
+
+case "${1:-}" in
+  up) cmd_up ;;
+  down) cmd_down ;;
+  status) cmd_status ;;
+  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+esac
