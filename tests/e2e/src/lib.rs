@@ -1,0 +1,239 @@
+//! End-to-end test harness for workflow-operator.
+//!
+//! Tests drive a *real* Kubernetes control plane (etcd, kube-apiserver,
+//! kube-controller-manager, kube-scheduler and kwok fake nodes) with the real
+//! `kubectl`, exactly as a user would. See `tests/cluster/README.md`.
+//!
+//! [`Cluster::shared`] either uses the cluster that `WORKFLOW_E2E_KUBECONFIG`
+//! points at, or brings the local cluster up once per test process with
+//! `tests/cluster/cluster.sh up` (idempotent; it is left running afterwards so
+//! later test binaries reuse it; `make cluster-down` stops it).
+//!
+//! Tests must isolate themselves with [`Cluster::fresh_namespace`] so they can
+//! run in parallel.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Environment variable naming an existing kubeconfig to use instead of
+/// starting the local cluster.
+pub const KUBECONFIG_ENV: &str = "WORKFLOW_E2E_KUBECONFIG";
+
+/// Pod label that makes a kwok-managed pod reach phase `Failed` (any value).
+pub const FAIL_LABEL: &str = "e2e.workflow.rxg456.cn/fail";
+/// Pod annotation holding the exit code of a failing pod's containers (default 1).
+pub const EXIT_CODE_ANNOTATION: &str = "e2e.workflow.rxg456.cn/exit-code";
+/// Pod annotation holding the containers' termination message (failing pods
+/// default to "simulated failure"; succeeding pods have none unless set).
+pub const MESSAGE_ANNOTATION: &str = "e2e.workflow.rxg456.cn/message";
+/// Pod annotation overriding how long a pod runs before it completes or fails,
+/// as a Go duration such as `"30s"` (default `1s`).
+pub const DURATION_ANNOTATION: &str = "e2e.workflow.rxg456.cn/duration";
+/// Name of the kwok node registered by `cluster.sh up`.
+pub const KWOK_NODE: &str = "kwok-node-0";
+
+/// A Kubernetes cluster reachable through a kubeconfig file.
+#[derive(Debug, Clone)]
+pub struct Cluster {
+    kubeconfig: PathBuf,
+}
+
+static SHARED: OnceLock<Cluster> = OnceLock::new();
+static NAMESPACE_COUNTER: AtomicU64 = AtomicU64::new(0);
+
+/// Root of the repository (two levels above this crate's manifest directory).
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+}
+
+impl Cluster {
+    /// The cluster shared by every test in this process.
+    ///
+    /// If `WORKFLOW_E2E_KUBECONFIG` is set, that kubeconfig is used as is.
+    /// Otherwise `tests/cluster/cluster.sh up` is run once (it builds the
+    /// binaries on first use, and returns quickly when the cluster is already
+    /// healthy) and `.local-cluster/kubeconfig` is used. Panics if the cluster
+    /// cannot be started.
+    pub fn shared() -> &'static Cluster {
+        SHARED.get_or_init(|| {
+            if let Some(path) = std::env::var_os(KUBECONFIG_ENV).filter(|p| !p.is_empty()) {
+                return Cluster::from_kubeconfig(path);
+            }
+            let root = repo_root();
+            let script = root.join("tests/cluster/cluster.sh");
+            eprintln!(
+                "[workflow-e2e] starting the local cluster: {} up",
+                script.display()
+            );
+            // Inherit stderr so build/start progress is visible with --nocapture;
+            // stdout goes to stderr too so it never mixes with test output parsing.
+            let status = Command::new("bash")
+                .arg(&script)
+                .arg("up")
+                .current_dir(&root)
+                .stdin(Stdio::null())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                .status()
+                .unwrap_or_else(|e| panic!("could not run {}: {e}", script.display()));
+            assert!(
+                status.success(),
+                "`{} up` failed ({status}); see .local-cluster/logs/",
+                script.display()
+            );
+            Cluster::from_kubeconfig(root.join(".local-cluster/kubeconfig"))
+        })
+    }
+
+    /// A cluster handle for an existing kubeconfig file (no process is started).
+    pub fn from_kubeconfig(path: impl Into<PathBuf>) -> Cluster {
+        Cluster {
+            kubeconfig: path.into(),
+        }
+    }
+
+    /// Path of the kubeconfig used for every `kubectl` call (and suitable for
+    /// the operator's own client via `KUBECONFIG`).
+    pub fn kubeconfig(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// A `kubectl` command with `KUBECONFIG` set to this cluster, ready for
+    /// more arguments, environment or stdin.
+    pub fn kubectl_command(&self) -> Command {
+        let mut cmd = Command::new(std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into()));
+        cmd.env("KUBECONFIG", &self.kubeconfig).stdin(Stdio::null());
+        cmd
+    }
+
+    /// Runs `kubectl <args>` against this cluster and returns its raw output,
+    /// whatever the exit status.
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        self.kubectl_command()
+            .args(args)
+            .output()
+            .unwrap_or_else(|e| panic!("could not run kubectl {args:?}: {e}"))
+    }
+
+    /// Runs `kubectl <args>` and returns its stdout; panics with stderr if it
+    /// exits non-zero.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}):\nstdout: {}\nstderr: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `kubectl <args> -o json` and parses stdout; panics on failure.
+    pub fn kubectl_json(&self, args: &[&str]) -> serde_json::Value {
+        let mut full: Vec<&str> = args.to_vec();
+        full.extend(["-o", "json"]);
+        let text = self.kubectl_ok(&full);
+        serde_json::from_str(&text)
+            .unwrap_or_else(|e| panic!("kubectl {full:?} printed invalid JSON ({e}): {text}"))
+    }
+
+    /// `kubectl apply -f -` with `yaml` on stdin; returns stdout and panics
+    /// with stderr on failure. Put `namespace:` in the manifests (or use
+    /// [`Cluster::apply_yaml_in`]).
+    pub fn apply_yaml(&self, yaml: &str) -> String {
+        self.apply_with_args(&["apply", "-f", "-"], yaml)
+    }
+
+    /// `kubectl -n <namespace> apply -f -` with `yaml` on stdin; panics on failure.
+    pub fn apply_yaml_in(&self, namespace: &str, yaml: &str) -> String {
+        self.apply_with_args(&["-n", namespace, "apply", "-f", "-"], yaml)
+    }
+
+    fn apply_with_args(&self, args: &[&str], yaml: &str) -> String {
+        let mut child = self
+            .kubectl_command()
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not run kubectl {args:?}: {e}"));
+        if let Some(mut stdin) = child.stdin.take() {
+            stdin
+                .write_all(yaml.as_bytes())
+                .unwrap_or_else(|e| panic!("could not write manifest to kubectl: {e}"));
+        }
+        let out = child
+            .wait_with_output()
+            .unwrap_or_else(|e| panic!("kubectl {args:?} did not finish: {e}"));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}):\nstderr: {}\nmanifest:\n{yaml}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Polls `condition` every 250 ms until it returns true; panics with
+    /// `description` if `timeout` elapses first. Returns the time waited.
+    pub fn wait_for(
+        &self,
+        description: &str,
+        timeout: Duration,
+        mut condition: impl FnMut() -> bool,
+    ) -> Duration {
+        let start = Instant::now();
+        loop {
+            if condition() {
+                return start.elapsed();
+            }
+            if start.elapsed() >= timeout {
+                panic!("timed out after {timeout:?} waiting for {description}");
+            }
+            std::thread::sleep(Duration::from_millis(250));
+        }
+    }
+
+    /// Creates a namespace with a unique name starting with `prefix` (lower
+    /// case, digits and `-` only) and waits until its `default` ServiceAccount
+    /// exists, so pods can be created in it right away. Returns the name.
+    /// Namespaces are left behind (the cluster is disposable); delete them
+    /// with `kubectl delete namespace` if a test needs to.
+    pub fn fresh_namespace(&self, prefix: &str) -> String {
+        let nanos = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        let n = NAMESPACE_COUNTER.fetch_add(1, Ordering::Relaxed);
+        let prefix: String = prefix
+            .to_ascii_lowercase()
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .take(40)
+            .collect();
+        let prefix = prefix.trim_matches('-');
+        let prefix = if prefix.is_empty() { "e2e" } else { prefix };
+        let name = format!("{prefix}-{}-{n}-{:x}", std::process::id(), nanos % 0xfffff);
+        self.kubectl_ok(&["create", "namespace", &name]);
+        self.wait_for(
+            &format!("ServiceAccount default in namespace {name}"),
+            Duration::from_secs(60),
+            || {
+                self.kubectl(&["-n", &name, "get", "serviceaccount", "default"])
+                    .status
+                    .success()
+            },
+        );
+        name
+    }
+}

@@ -1,0 +1,205 @@
+//! Smoke tests for the local cluster (tests/cluster/): the real control plane
+//! schedules Job pods on the kwok node, kwok completes or fails them as the
+//! e2e conventions say, and the garbage collector removes dependents.
+
+use std::time::Duration;
+
+use serde_json::Value;
+use workflow_e2e::{Cluster, EXIT_CODE_ANNOTATION, FAIL_LABEL, KWOK_NODE, MESSAGE_ANNOTATION};
+
+const TIMEOUT: Duration = Duration::from_secs(90);
+
+/// Status (`"True"`, `"False"`, …) of the condition `kind` in `obj.status.conditions`.
+fn condition<'a>(obj: &'a Value, kind: &str) -> Option<&'a str> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str())
+}
+
+/// The single pod of Job `job` in `ns`.
+fn job_pod(cluster: &Cluster, ns: &str, job: &str) -> Value {
+    let pods = cluster.kubectl_json(&["-n", ns, "get", "pods", "-l", &format!("job-name={job}")]);
+    let items = pods["items"].as_array().cloned().unwrap_or_default();
+    assert_eq!(
+        items.len(),
+        1,
+        "expected exactly one pod for job {job}: {pods:#}"
+    );
+    items[0].clone()
+}
+
+fn wait_job_condition(cluster: &Cluster, ns: &str, job: &str, kind: &str) -> Value {
+    let mut last = Value::Null;
+    cluster.wait_for(
+        &format!("job {ns}/{job} condition {kind}=True"),
+        TIMEOUT,
+        || {
+            last = cluster.kubectl_json(&["-n", ns, "get", "job", job]);
+            condition(&last, kind) == Some("True")
+        },
+    );
+    last
+}
+
+fn job_yaml(name: &str, pod_labels: &str, pod_annotations: &str) -> String {
+    format!(
+        r#"apiVersion: batch/v1
+kind: Job
+metadata:
+  name: {name}
+spec:
+  backoffLimit: 0
+  template:
+    metadata:
+      labels: {{{pod_labels}}}
+      annotations: {{{pod_annotations}}}
+    spec:
+      restartPolicy: Never
+      containers:
+      - name: main
+        image: busybox
+        command: ["true"]
+"#
+    )
+}
+
+#[test]
+fn job_is_scheduled_on_kwok_node_and_completes() {
+    let cluster = Cluster::shared();
+    let ns = cluster.fresh_namespace("smoke-complete");
+    cluster.apply_yaml_in(&ns, &job_yaml("ok", "", ""));
+
+    let job = wait_job_condition(cluster, &ns, "ok", "Complete");
+    assert_eq!(job["status"]["succeeded"], 1, "job status: {job:#}");
+    assert_ne!(
+        condition(&job, "Failed"),
+        Some("True"),
+        "job status: {job:#}"
+    );
+
+    let pod = job_pod(cluster, &ns, "ok");
+    assert_eq!(pod["spec"]["nodeName"], KWOK_NODE, "pod: {pod:#}");
+    assert_eq!(pod["status"]["phase"], "Succeeded", "pod: {pod:#}");
+    let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["exitCode"], 0, "pod: {pod:#}");
+    assert_eq!(terminated["reason"], "Completed", "pod: {pod:#}");
+}
+
+#[test]
+fn job_marked_to_fail_fails_with_message_and_exit_code() {
+    let cluster = Cluster::shared();
+    let ns = cluster.fresh_namespace("smoke-fail");
+    cluster.apply_yaml_in(
+        &ns,
+        &job_yaml(
+            "boom",
+            &format!(r#""{FAIL_LABEL}": "true""#),
+            &format!(r#""{MESSAGE_ANNOTATION}": boom, "{EXIT_CODE_ANNOTATION}": "3""#),
+        ),
+    );
+
+    let job = wait_job_condition(cluster, &ns, "boom", "Failed");
+    assert_ne!(
+        condition(&job, "Complete"),
+        Some("True"),
+        "job status: {job:#}"
+    );
+    assert_eq!(job["status"]["failed"], 1, "job status: {job:#}");
+
+    let pod = job_pod(cluster, &ns, "boom");
+    assert_eq!(pod["spec"]["nodeName"], KWOK_NODE, "pod: {pod:#}");
+    assert_eq!(pod["status"]["phase"], "Failed", "pod: {pod:#}");
+    let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["message"], "boom", "pod: {pod:#}");
+    assert_eq!(terminated["exitCode"], 3, "pod: {pod:#}");
+}
+
+#[test]
+fn failing_pod_uses_default_exit_code_and_message() {
+    let cluster = Cluster::shared();
+    let ns = cluster.fresh_namespace("smoke-fail-default");
+    cluster.apply_yaml_in(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: plain
+  labels:
+    {FAIL_LABEL}: ""
+spec:
+  restartPolicy: Never
+  containers:
+  - name: main
+    image: busybox
+    command: ["true"]
+"#
+        ),
+    );
+    let mut pod = Value::Null;
+    cluster.wait_for("pod plain to reach phase Failed", TIMEOUT, || {
+        pod = cluster.kubectl_json(&["-n", &ns, "get", "pod", "plain"]);
+        pod["status"]["phase"] == "Failed"
+    });
+    let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["exitCode"], 1, "pod: {pod:#}");
+    assert_eq!(terminated["message"], "simulated failure", "pod: {pod:#}");
+}
+
+#[test]
+fn deleting_owner_garbage_collects_dependent() {
+    let cluster = Cluster::shared();
+    let ns = cluster.fresh_namespace("smoke-gc");
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "configmap",
+        "owner",
+        "--from-literal=k=v",
+    ]);
+    let uid = cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "get",
+        "configmap",
+        "owner",
+        "-o",
+        "jsonpath={.metadata.uid}",
+    ]);
+    assert!(!uid.trim().is_empty(), "owner has no uid");
+    cluster.apply_yaml_in(
+        &ns,
+        &format!(
+            r#"apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: dependent
+  ownerReferences:
+  - apiVersion: v1
+    kind: ConfigMap
+    name: owner
+    uid: {uid}
+data:
+  k: v
+"#,
+            uid = uid.trim()
+        ),
+    );
+    // A bystander without an owner must survive.
+    cluster.kubectl_ok(&["-n", &ns, "create", "configmap", "bystander"]);
+    cluster.kubectl_ok(&["-n", &ns, "get", "configmap", "dependent"]);
+
+    cluster.kubectl_ok(&["-n", &ns, "delete", "configmap", "owner", "--wait=true"]);
+    cluster.wait_for(
+        "the garbage collector to delete configmap dependent",
+        TIMEOUT,
+        || {
+            let out = cluster.kubectl(&["-n", &ns, "get", "configmap", "dependent"]);
+            !out.status.success() && String::from_utf8_lossy(&out.stderr).contains("NotFound")
+        },
+    );
+    cluster.kubectl_ok(&["-n", &ns, "get", "configmap", "bystander"]);
+}
