@@ -1,0 +1,290 @@
+//! The API: `WorkflowGroup` and `Workflow` in `workflow.rxg456.cn/v1alpha1`.
+//!
+//! Seed-compatible: every field, phase string and label of the original Go types keeps its
+//! name and meaning, so the seed's sample YAML applies unchanged. What we add is optional.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of both kinds.
+pub const GROUP: &str = "workflow.rxg456.cn";
+/// Label naming the WorkflowGroup a Workflow belongs to (seed).
+pub const LABEL_GROUP_NAME: &str = "workflow.rxg456.cn/group-name";
+/// Label naming a Workflow's type (seed).
+pub const LABEL_WORKFLOW_TYPE: &str = "workflow.rxg456.cn/workflow-type";
+/// Label naming the Workflow a Job runs a step of.
+pub const LABEL_WORKFLOW_NAME: &str = "workflow.rxg456.cn/workflow-name";
+/// Label with the UID of the Workflow a Job belongs to (names may exceed a label's 63 characters).
+pub const LABEL_WORKFLOW_UID: &str = "workflow.rxg456.cn/workflow-uid";
+/// Label naming the step a Job runs.
+pub const LABEL_STEP: &str = "workflow.rxg456.cn/step";
+/// Label with the attempt (from 1) a Job is.
+pub const LABEL_ATTEMPT: &str = "workflow.rxg456.cn/attempt";
+/// Annotation recording the digest of the plugin that templated a Workflow.
+pub const ANNOTATION_PLUGIN_DIGEST: &str = "workflow.rxg456.cn/plugin-digest";
+
+/// Phases shared by both kinds (seed strings).
+pub mod phase {
+    pub const PENDING: &str = "Pending";
+    pub const RUNNING: &str = "Running";
+    pub const COMPLETED: &str = "Completed";
+    pub const FAILED: &str = "Failed";
+
+    /// Whether `phase` is final: nothing moves after Completed or Failed.
+    pub fn is_finished(phase: &str) -> bool {
+        phase == COMPLETED || phase == FAILED
+    }
+}
+
+/// The condition type both kinds report, as Tekton does: `Unknown` while pending or running
+/// (the reason says why), `True` when completed, `False` when failed.
+pub const CONDITION_SUCCEEDED: &str = "Succeeded";
+
+/// A node a workflow acts on. Data only: the operator never connects to it.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Target {
+    /// Name of the target.
+    pub name: String,
+    /// IP address of the target.
+    pub ip: String,
+    /// Role of the target (e.g. Master, Worker).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub role: String,
+}
+
+/// A desired WorkflowGroup: workflow types to run, in order, against targets.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "workflow.rxg456.cn",
+    version = "v1alpha1",
+    kind = "WorkflowGroup",
+    namespaced,
+    status = "WorkflowGroupStatus",
+    shortname = "wfg",
+    category = "workflows",
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Progress","type":"string","jsonPath":".status.progress"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowGroupSpec {
+    /// Kind of group (free text, e.g. cluster-expansion).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Name of the cluster the targets belong to.
+    pub cluster_name: String,
+    /// Workflow types, run in this order, one after the other.
+    pub workflow_steps: Vec<String>,
+    /// Nodes the workflows act on.
+    pub targets: Vec<Target>,
+    /// Stops progress: no new step or workflow starts while true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// Parameters per workflow type, checked against the schema its plugin declares
+    /// (e.g. `params: {at: {schedule: "2026-01-01T00:00:00Z", command: "date"}}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "params_schema")]
+    pub params: BTreeMap<String, serde_json::Value>,
+}
+
+fn params_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "additionalProperties": {
+            "type": "object",
+            "x-kubernetes-preserve-unknown-fields": true
+        }
+    })
+}
+
+/// A Workflow created for a group, as the group's status lists it (seed).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct WorkflowReference {
+    /// Name of the Workflow.
+    pub name: String,
+    /// Its workflow type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Its phase.
+    pub status: String,
+}
+
+/// Observed state of a WorkflowGroup.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowGroupStatus {
+    /// Pending, Running, Completed or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// The Workflows created so far, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workflows: Vec<WorkflowReference>,
+    /// When the group was first seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the group reached Completed or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Completed workflows out of all, e.g. `2/3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// The `Succeeded` condition says why the group is where it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation of the spec this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+}
+
+/// One step of a workflow, run as a Kubernetes Job.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowStep {
+    /// Step name, unique within the workflow (a DNS-1123 label).
+    pub name: String,
+    /// What the step does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Command run by `/bin/sh -c` in the step's container.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// Steps that must be Completed before this one starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// Container image; the operator's default image when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Environment variables of the step's container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<StepEnvVar>,
+    /// Wall-clock limit of one attempt, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+    /// How many times the step may be retried when its plugin asks for a retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+}
+
+/// An environment variable of a step's container.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct StepEnvVar {
+    pub name: String,
+    #[serde(default)]
+    pub value: String,
+}
+
+/// A desired Workflow: a DAG of steps of one type, run against targets.
+#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[kube(
+    group = "workflow.rxg456.cn",
+    version = "v1alpha1",
+    kind = "Workflow",
+    namespaced,
+    status = "WorkflowStatus",
+    shortname = "wf",
+    category = "workflows",
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Progress","type":"string","jsonPath":".status.progress"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowSpec {
+    /// Workflow type: which plugin templates and judges it.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// The steps, a dependency graph.
+    pub steps: Vec<WorkflowStep>,
+    /// Nodes the workflow acts on.
+    pub targets: Vec<Target>,
+    /// Name of the cluster the targets belong to.
+    pub cluster_name: String,
+    /// Stops progress: no new step starts while true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+}
+
+/// What the operator knows of one step beyond its phase.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepDetail {
+    /// Attempts started so far.
+    #[serde(default)]
+    pub attempts: u32,
+    /// The Job of the latest attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job: Option<String>,
+    /// Why the step is where it is (the plugin's verdict, a schedule, an error).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// The step does not start before this time (a plugin's gate).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Time>,
+}
+
+/// Observed state of a Workflow.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowStatus {
+    /// Pending, Running, Completed or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<String>,
+    /// When the workflow was first seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the workflow reached Completed or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Phase of each step: Pending, Running, Completed or Failed.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub step_status: BTreeMap<String, String>,
+    /// Attempts, Job and last message of each step.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub step_details: BTreeMap<String, StepDetail>,
+    /// Completed steps out of all, e.g. `1/2`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// The `Succeeded` condition says why the workflow is where it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation of the spec this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The plugin that judges this workflow, pinned for its whole life.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<PluginRef>,
+}
+
+/// A plugin version, as recorded on a Workflow.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginRef {
+    /// The plugin's own version.
+    pub version: String,
+    /// sha256 of the plugin's `.wasm`.
+    pub digest: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEED_SAMPLE: &str = include_str!("../../examples/workflowgroup-sample.yaml");
+
+    #[test]
+    fn the_seed_sample_group_parses_and_keeps_its_fields() {
+        let group: WorkflowGroup = serde_yaml::from_str(SEED_SAMPLE).unwrap();
+        assert_eq!(group.spec.type_, "cluster-expansion");
+        assert_eq!(group.spec.cluster_name, "test-cluster");
+        assert_eq!(group.spec.workflow_steps, ["pre-check", "setup", "post-check"]);
+        assert_eq!(group.spec.targets.len(), 3);
+        assert_eq!(group.spec.targets[0].role, "Master");
+        assert!(!group.spec.paused);
+        assert!(group.spec.params.is_empty());
+    }
+}

@@ -1,0 +1,15 @@
+//! workflow-operator: runs WorkflowGroups of typed Workflows whose types are WebAssembly plugins.
+//!
+//! - [`api`]: the `WorkflowGroup` and `Workflow` custom resources (seed-compatible).
+//! - [`plugin`]: the sandboxed plugin runtime and the hot-reloading registry (no Kubernetes types).
+//! - [`render`]: group + plugin -> Workflow, shared by the controller and the CLI.
+//! - [`graph`]: a workflow's steps as a validated dependency graph.
+//! - [`controllers`]: the WorkflowGroup and Workflow controllers.
+//! - [`cli`]: subcommands of the `workflow-operator` binary.
+
+pub mod api;
+pub mod cli;
+pub mod controllers;
+pub mod graph;
+pub mod plugin;
+pub mod render;

@@ -1,0 +1,202 @@
+//! From a WorkflowGroup and a workflow type's plugin to the Workflow the operator creates.
+//!
+//! One code path for the controller and for `workflow-operator plugin render`, so what an
+//! author sees without a cluster is what the operator does.
+
+use std::collections::BTreeMap;
+
+use kube::{Resource, ResourceExt, api::ObjectMeta};
+use sha2::{Digest, Sha256};
+
+use crate::api::{
+    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WORKFLOW_TYPE, StepEnvVar, Target,
+    Workflow, WorkflowGroup, WorkflowSpec, WorkflowStep,
+};
+use crate::plugin::{self, Plugin, PluginError};
+
+/// Why a Workflow could not be rendered.
+#[derive(Debug, thiserror::Error)]
+pub enum RenderError {
+    /// The plugin's type is not one of the group's `workflowSteps`.
+    #[error("workflow type {type_name:?} is not in the group's workflowSteps ({steps})")]
+    TypeNotInGroup { type_name: String, steps: String },
+    /// The plugin failed or returned something unusable.
+    #[error(transparent)]
+    Plugin(#[from] PluginError),
+}
+
+/// Longest object name we generate: Workflow names also go into label values.
+const MAX_NAME: usize = 63;
+
+/// The plugin context for `workflow_type` in `group` at time `now` (Unix seconds).
+pub fn plugin_context(group: &WorkflowGroup, workflow_type: &str, now: i64) -> plugin::Context {
+    plugin::Context {
+        group_name: group.name_any(),
+        namespace: group.namespace().unwrap_or_else(|| "default".into()),
+        cluster_name: group.spec.cluster_name.clone(),
+        targets: group.spec.targets.iter().map(to_plugin_target).collect(),
+        params: group
+            .spec
+            .params
+            .get(workflow_type)
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({})),
+        now,
+    }
+}
+
+/// Converts an API target to the plugin's.
+pub fn to_plugin_target(target: &Target) -> plugin::Target {
+    plugin::Target {
+        name: target.name.clone(),
+        ip: target.ip.clone(),
+        role: target.role.clone(),
+    }
+}
+
+/// Converts a plugin's step to the API's.
+pub fn to_api_step(step: plugin::Step) -> WorkflowStep {
+    WorkflowStep {
+        name: step.name,
+        description: step.description,
+        command: step.command,
+        depends_on: step.depends_on,
+        image: step.image,
+        env: step
+            .env
+            .into_iter()
+            .map(|e| StepEnvVar {
+                name: e.name,
+                value: e.value,
+            })
+            .collect(),
+        timeout_seconds: step.timeout_seconds,
+        retries: step.retries,
+    }
+}
+
+/// Converts an API step to the plugin's.
+pub fn to_plugin_step(step: &WorkflowStep) -> plugin::Step {
+    plugin::Step {
+        name: step.name.clone(),
+        description: step.description.clone(),
+        command: step.command.clone(),
+        depends_on: step.depends_on.clone(),
+        image: step.image.clone(),
+        env: step
+            .env
+            .iter()
+            .map(|e| plugin::EnvVar {
+                name: e.name.clone(),
+                value: e.value.clone(),
+            })
+            .collect(),
+        timeout_seconds: step.timeout_seconds,
+        retries: step.retries,
+    }
+}
+
+/// The deterministic name of the Workflow of `workflow_type` in `group`.
+///
+/// Deterministic so that creating it twice (after a crash between create and status update)
+/// hits the existing object instead of making a second one. The suffix hashes the group's UID,
+/// so a group deleted and re-created under the same name never adopts its predecessor's
+/// Workflows while they are being garbage-collected.
+pub fn workflow_name(group: &WorkflowGroup, workflow_type: &str) -> String {
+    let identity = group
+        .uid()
+        .unwrap_or_else(|| format!("{}/{}", group.namespace().unwrap_or_default(), group.name_any()));
+    let suffix = short_hash(&[&identity, workflow_type]);
+    bounded_name(&[&group.name_any(), workflow_type], &suffix, MAX_NAME)
+}
+
+/// `parts` joined by `-`, shortened so that with `-suffix` the result has at most `max`
+/// characters and still ends in a letter or digit before the suffix.
+pub fn bounded_name(parts: &[&str], suffix: &str, max: usize) -> String {
+    let mut base = parts.join("-");
+    let room = max.saturating_sub(suffix.len() + 1);
+    if base.len() > room {
+        base.truncate(room);
+    }
+    let base = base.trim_end_matches(['-', '.']);
+    format!("{base}-{suffix}")
+}
+
+/// First 8 hex digits of the sha256 of `parts` (separated so that ("ab","c") != ("a","bc")).
+pub fn short_hash(parts: &[&str]) -> String {
+    let mut hasher = Sha256::new();
+    for part in parts {
+        hasher.update(part.as_bytes());
+        hasher.update([0]);
+    }
+    hex::encode(&hasher.finalize()[..4])
+}
+
+/// Renders the Workflow that the group controller creates for `plugin`'s type in `group`.
+///
+/// # Errors
+/// The type is not among the group's `workflowSteps`, or the plugin's `template` failed or
+/// returned an invalid step graph.
+pub fn render_workflow(group: &WorkflowGroup, plugin: &Plugin, now: i64) -> Result<Workflow, RenderError> {
+    let type_name = plugin.info().type_name.clone();
+    if !group.spec.workflow_steps.iter().any(|t| *t == type_name) {
+        return Err(RenderError::TypeNotInGroup {
+            type_name,
+            steps: group.spec.workflow_steps.join(", "),
+        });
+    }
+    let steps = plugin.template(&plugin_context(group, &type_name, now))?;
+
+    let mut labels: BTreeMap<String, String> = group.labels().clone();
+    labels.insert(LABEL_GROUP_NAME.into(), group.name_any());
+    labels.insert(LABEL_WORKFLOW_TYPE.into(), type_name.clone());
+    let annotations = BTreeMap::from([(ANNOTATION_PLUGIN_DIGEST.to_string(), plugin.digest().to_string())]);
+
+    Ok(Workflow {
+        metadata: ObjectMeta {
+            name: Some(workflow_name(group, &type_name)),
+            namespace: Some(group.namespace().unwrap_or_else(|| "default".into())),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            owner_references: group.controller_owner_ref(&()).map(|r| vec![r]),
+            ..ObjectMeta::default()
+        },
+        spec: WorkflowSpec {
+            type_: type_name,
+            steps: steps.into_iter().map(to_api_step).collect(),
+            targets: group.spec.targets.clone(),
+            cluster_name: group.spec.cluster_name.clone(),
+            paused: false,
+        },
+        status: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_names_are_cut_to_63_characters_and_keep_their_suffix() {
+        let name = bounded_name(&[&"g".repeat(70), "pre-check"], "0123abcd", 63);
+        assert_eq!(name.len(), 63);
+        assert!(name.ends_with("-0123abcd"));
+        assert_eq!(bounded_name(&["a-", "b"], "1", 5), "a-b-1");
+        assert_eq!(bounded_name(&["abc-", "d"], "1", 6), "abc-1");
+    }
+
+    #[test]
+    fn workflow_names_differ_per_type_and_per_group_uid() {
+        let mut group: WorkflowGroup = serde_yaml::from_str(include_str!(
+            "../../examples/workflowgroup-sample.yaml"
+        ))
+        .unwrap();
+        let unsaved = workflow_name(&group, "pre-check");
+        assert!(unsaved.starts_with("workflowgroup-sample-pre-check-"));
+        assert_ne!(unsaved, workflow_name(&group, "setup"));
+        group.metadata.uid = Some("451dd666-07dd-4697-9e43-9eee393e0453".into());
+        let saved = workflow_name(&group, "pre-check");
+        assert_ne!(unsaved, saved);
+        assert_eq!(saved, workflow_name(&group, "pre-check"));
+    }
+}
