@@ -2,9 +2,11 @@
 SHELL := /bin/bash
 SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
+KUBECTL ?= kubectl
 export CARGO_TERM_COLOR ?= never
+LOCAL_KUBECONFIG := $(CURDIR)/.local-cluster/kubeconfig
 
-.PHONY: help plugins build lint fmt test manifests install run demo deploy bench clean
+.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy bench
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -12,5 +14,46 @@ help: ## List the targets
 plugins: ## Build the built-in workflow types into target/plugins/<type>.wasm
 	$(SHARED)/toolchain/ensure-wasm-target
 	./plugins/build.sh
+
+build: ## Build the operator binary (target/debug/workflow-operator)
+	$(CARGO) build -p workflow-operator
+
+lint: ## rustfmt check and clippy with -D warnings
+	$(CARGO) fmt --all -- --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+fmt: ## Format the code
+	$(CARGO) fmt --all
+
+# The end-to-end tests start the local cluster themselves when it is not up (and use
+# WORKFLOW_E2E_KUBECONFIG when set); a cluster this target started is stopped afterwards.
+test: plugins ## Unit, plugin and end-to-end tests (starts the local cluster)
+	@was_up=0; tests/cluster/cluster.sh status >/dev/null 2>&1 && was_up=1; \
+	$(CARGO) test --workspace --no-fail-fast; rc=$$?; \
+	if [ $$was_up = 0 ] && [ -z "$$KEEP_CLUSTER" ]; then tests/cluster/cluster.sh down; fi; \
+	exit $$rc
+
+manifests: ## Regenerate crds/ from the Rust types
+	$(CARGO) run -q -p workflow-operator -- crdgen > crds/workflow.rxg456.cn.yaml
+
+install: ## Install the CRDs into the current cluster
+	$(KUBECTL) apply -f crds/
+
+uninstall: ## Remove the CRDs (and every WorkflowGroup and Workflow) from the current cluster
+	$(KUBECTL) delete -f crds/ --ignore-not-found
+
+run: plugins ## Run the operator against the current kubeconfig, plugins from target/plugins/
+	$(CARGO) run -p workflow-operator -- run --plugin-dir target/plugins
+
+deploy: ## Install CRDs, RBAC, the plugins ConfigMap and the Deployment (needs the image in reach of the cluster)
+	$(KUBECTL) apply -f crds/
+	$(KUBECTL) apply -f deploy/operator.yaml
+	$(KUBECTL) -n workflow-system create configmap workflow-plugins $(foreach f,$(wildcard target/plugins/*.wasm),--from-file=$(f)) --dry-run=client -o yaml | $(KUBECTL) apply -f -
+
+demo: plugins build ## Everything on the local cluster: the seed's sample group, run to Completed
+	./scripts/demo.sh
+
+bench: plugins ## Plugin call benchmarks (criterion)
+	$(CARGO) bench -p workflow-operator --bench plugin_calls
 
 include tests/cluster/cluster.mk

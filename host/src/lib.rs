@@ -11,5 +11,6 @@ pub mod api;
 pub mod cli;
 pub mod controllers;
 pub mod graph;
+pub mod http;
 pub mod plugin;
 pub mod render;

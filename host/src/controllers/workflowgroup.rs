@@ -105,26 +105,28 @@ pub fn plan_group(
     }
 
     // Before anything starts, every type must be runnable: don't begin what cannot finish.
-    // Once started, a type is checked when its turn comes.
-    let pending: Vec<&String> = if started {
+    // Once started, the next type is checked when its turn comes.
+    let all_done = workflows.values().all(|w| w.phase == phase::COMPLETED);
+    let due: Vec<&String> = if !started {
+        types.iter().collect()
+    } else if all_done {
         types.iter().filter(|t| !workflows.contains_key(*t)).take(1).collect()
     } else {
-        types.iter().collect()
+        Vec::new()
     };
-    let missing: Vec<&str> = pending
+    let missing: Vec<&str> = due
         .iter()
         .filter(|t| !matches!(plugins.get(t.as_str()), Some(PluginState::Loaded(_))))
         .map(|t| t.as_str())
         .collect();
-    let invalid: Vec<String> = pending
+    let invalid: Vec<String> = due
         .iter()
         .filter_map(|t| match plugins.get(t.as_str()) {
             Some(PluginState::Loaded(Err(e))) => Some(format!("spec.params.{t}: {e}")),
             _ => None,
         })
         .collect();
-    let blocked_first = workflows.values().all(|w| w.phase != phase::FAILED);
-    if blocked_first && !missing.is_empty() {
+    if !missing.is_empty() {
         let message = format!(
             "no plugin is loaded for workflow type{} {}; the group starts when {} added to the plugin directory",
             if missing.len() > 1 { "s" } else { "" },
@@ -135,7 +137,7 @@ pub fn plan_group(
         plan.status = status;
         return plan;
     }
-    if blocked_first && !invalid.is_empty() {
+    if !invalid.is_empty() {
         wait(&mut status, "InvalidParams", invalid.join("; "), &mut plan.events);
         plan.status = status;
         return plan;
