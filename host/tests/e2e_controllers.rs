@@ -1,0 +1,443 @@
+//! End to end: the operator binary against the real local cluster, driven with `kubectl`.
+//!
+//! Each test runs its own operator process, scoped to its own namespace, with its own plugin
+//! directory, so the tests run in parallel without seeing each other.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use workflow_e2e::{Cluster, FAIL_LABEL, repo_root};
+
+const TIMEOUT: Duration = Duration::from_secs(120);
+
+fn cluster() -> &'static Cluster {
+    static CRDS: OnceLock<()> = OnceLock::new();
+    let cluster = Cluster::shared();
+    CRDS.get_or_init(|| {
+        let crds = repo_root().join("crds");
+        cluster.kubectl_ok(&["apply", "-f", &crds.to_string_lossy()]);
+        cluster.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/workflowgroups.workflow.rxg456.cn",
+            "crd/workflows.workflow.rxg456.cn",
+        ]);
+    });
+    cluster
+}
+
+fn built_plugin(type_name: &str) -> PathBuf {
+    let dir = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    let path = dir.join("plugins").join(format!("{type_name}.wasm"));
+    assert!(path.exists(), "{} is missing: run `make plugins` first", path.display());
+    path
+}
+
+/// A plugin directory holding copies of the named built-in plugins.
+fn plugin_dir(types: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temporary plugin directory");
+    for t in types {
+        std::fs::copy(built_plugin(t), dir.path().join(format!("{t}.wasm"))).expect("copy plugin");
+    }
+    dir
+}
+
+/// The operator binary running against the cluster, watching one namespace.
+struct Operator {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Operator {
+    fn start(namespace: &str, plugins: &Path) -> Operator {
+        let logs = repo_root().join("target/e2e-logs");
+        std::fs::create_dir_all(&logs).expect("log directory");
+        let log = logs.join(format!("operator-{namespace}-{}.log", now_millis()));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+            .args(["run", "--namespace", namespace, "--http-addr", "127.0.0.1:0", "--plugin-dir"])
+            .arg(plugins)
+            .env("KUBECONFIG", cluster().kubeconfig())
+            .env("RUST_LOG", "info,workflow_operator=debug")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("start the operator");
+        Operator { child, log }
+    }
+
+    fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("the operator exited ({status}); log: {}", self.log_text());
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kills the process without letting it clean up, as a crash would.
+    fn crash(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn now_millis() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+fn get(ns: &str, what: &str) -> Value {
+    cluster().kubectl_json(&["-n", ns, "get", what])
+}
+
+fn list(ns: &str, what: &str, selector: Option<&str>) -> Vec<Value> {
+    let mut args = vec!["-n", ns, "get", what];
+    if let Some(selector) = selector {
+        args.extend(["-l", selector]);
+    }
+    cluster().kubectl_json(&args)["items"].as_array().cloned().unwrap_or_default()
+}
+
+fn succeeded_condition(obj: &Value) -> Value {
+    obj["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Succeeded").cloned())
+        .unwrap_or(Value::Null)
+}
+
+fn condition_message(obj: &Value) -> String {
+    succeeded_condition(obj)["message"].as_str().unwrap_or_default().to_string()
+}
+
+fn wait_group_phase(ns: &str, name: &str, want: &str, operator: &mut Operator) -> Duration {
+    let start = Instant::now();
+    loop {
+        let group = get(ns, &format!("workflowgroup/{name}"));
+        let phase = group["status"]["phase"].as_str().unwrap_or("").to_string();
+        if phase == want {
+            return start.elapsed();
+        }
+        operator.assert_running();
+        if start.elapsed() > TIMEOUT {
+            panic!(
+                "group {ns}/{name} is {phase:?}, not {want:?}, after {TIMEOUT:?}\n{}\noperator log:\n{}",
+                cluster().kubectl_ok(&["-n", ns, "get", "wfg,wf,jobs,pods", "-o", "wide"]),
+                operator.log_text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn group_yaml(name: &str, types: &[&str], extra_spec: &str, labels: &str) -> String {
+    let steps: String = types.iter().map(|t| format!("  - {t}\n")).collect();
+    format!(
+        "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: WorkflowGroup
+metadata:
+  name: {name}
+  labels:
+    app: e2e
+{labels}spec:
+  type: cluster-expansion
+  clusterName: test-cluster
+  workflowSteps:
+{steps}  targets:
+  - name: node-1
+    ip: 192.168.1.101
+    role: Master
+{extra_spec}"
+    )
+}
+
+/// The steps seed 000 gives each type, as the API prints them.
+fn seed_steps(workflow_type: &str) -> Value {
+    match workflow_type {
+        "pre-check" => json!([
+            {"name": "validate-nodes", "description": "验证节点配置", "command": "validate-nodes.sh"},
+            {"name": "check-network", "description": "检查网络连接", "command": "check-network.sh", "dependsOn": ["validate-nodes"]},
+        ]),
+        "setup" => json!([
+            {"name": "install-packages", "description": "安装必要软件包", "command": "install-packages.sh"},
+            {"name": "configure-nodes", "description": "配置节点", "command": "configure-nodes.sh", "dependsOn": ["install-packages"]},
+        ]),
+        _ => json!([
+            {"name": "verify-installation", "description": "验证安装结果", "command": "verify-installation.sh"},
+        ]),
+    }
+}
+
+fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+}
+
+#[test]
+fn the_seed_sample_group_completes_with_workflows_created_in_order_and_jobs_in_dependency_order() {
+    let cluster = cluster();
+    let ns = "default";
+    let name = "workflowgroup-sample";
+    cluster.kubectl_ok(&["-n", ns, "delete", "wfg", name, "--ignore-not-found", "--wait=true"]);
+    let plugins = plugin_dir(&["pre-check", "setup", "post-check"]);
+    let mut operator = Operator::start(ns, plugins.path());
+
+    let sample = repo_root().join("examples/workflowgroup-sample.yaml");
+    let applied = Instant::now();
+    cluster.kubectl_ok(&["apply", "-f", &sample.to_string_lossy()]);
+    wait_group_phase(ns, name, "Completed", &mut operator);
+    eprintln!(
+        "seed sample group: kubectl apply -> Completed in {:.2}s",
+        applied.elapsed().as_secs_f64()
+    );
+
+    let group = get(ns, &format!("wfg/{name}"));
+    assert_eq!(group["status"]["progress"], "3/3");
+    assert_eq!(succeeded_condition(&group)["status"], "True");
+    let refs = group["status"]["workflows"].as_array().cloned().unwrap_or_default();
+    let types: Vec<&str> = refs.iter().filter_map(|r| r["type"].as_str()).collect();
+    assert_eq!(types, ["pre-check", "setup", "post-check"]);
+    assert!(refs.iter().all(|r| r["status"] == "Completed"), "{refs:?}");
+
+    let mut previous_completion: Option<String> = None;
+    for r in &refs {
+        let wf_name = text(r, "/name");
+        let wf_type = text(r, "/type");
+        let wf = get(ns, &format!("wf/{wf_name}"));
+        assert_eq!(wf["spec"]["steps"], seed_steps(wf_type), "steps of {wf_type}");
+        assert_eq!(wf["metadata"]["labels"]["workflow.rxg456.cn/group-name"], name);
+        assert_eq!(wf["metadata"]["labels"]["workflow.rxg456.cn/workflow-type"], wf_type);
+        assert_eq!(wf["metadata"]["ownerReferences"][0]["kind"], "WorkflowGroup");
+        assert_eq!(wf["metadata"]["ownerReferences"][0]["controller"], true);
+        assert_eq!(wf["spec"]["targets"].as_array().map(Vec::len), Some(3));
+        let created = text(&wf, "/metadata/creationTimestamp").to_string();
+        if let Some(prev) = &previous_completion {
+            assert!(created >= *prev, "{wf_name} was created at {created}, before the previous workflow completed at {prev}");
+        }
+        previous_completion = Some(text(&wf, "/status/completionTime").to_string());
+        assert_ne!(previous_completion.as_deref(), Some(""), "{wf_name} has no completionTime");
+
+        // Jobs ran in dependency order: a dependent's Job was created after its dependency's Job completed.
+        let selector = format!("workflow.rxg456.cn/workflow-uid={}", text(&wf, "/metadata/uid"));
+        let jobs = list(ns, "jobs", Some(&selector));
+        let job_of = |step: &str| {
+            jobs.iter()
+                .find(|j| j["metadata"]["labels"]["workflow.rxg456.cn/step"] == step)
+                .cloned()
+                .unwrap_or_else(|| panic!("no job for step {step} of {wf_name}"))
+        };
+        let steps = wf["spec"]["steps"].as_array().cloned().unwrap_or_default();
+        for step in &steps {
+            let job = job_of(text(step, "/name"));
+            assert_eq!(job["metadata"]["ownerReferences"][0]["name"], wf_name);
+            for dep in step["dependsOn"].as_array().cloned().unwrap_or_default() {
+                let dep_job = job_of(dep.as_str().unwrap_or_default());
+                let dep_done = text(&dep_job, "/status/completionTime");
+                let started = text(&job, "/metadata/creationTimestamp");
+                assert!(started >= dep_done, "job of {} started at {started} before {dep} completed at {dep_done}", step["name"]);
+            }
+        }
+        assert_eq!(jobs.len(), steps.len(), "one job per step");
+    }
+    operator.assert_running();
+    cluster.kubectl_ok(&["-n", ns, "delete", "wfg", name, "--wait=true"]);
+}
+
+#[test]
+fn a_failing_step_fails_its_workflow_and_the_group_and_nothing_after_it_is_created() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-fail");
+    let plugins = plugin_dir(&["pre-check", "setup"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    // The local cluster fails pods carrying the fail label; a group's labels reach its pods.
+    let labels = format!("    {FAIL_LABEL}: \"true\"\n");
+    cluster.apply_yaml_in(&ns, &group_yaml("doomed", &["pre-check", "setup"], "", &labels));
+    wait_group_phase(&ns, "doomed", "Failed", &mut operator);
+
+    let workflows = list(&ns, "workflows", None);
+    assert_eq!(workflows.len(), 1, "no workflow after the failed one: {workflows:?}");
+    let wf = &workflows[0];
+    assert_eq!(wf["spec"]["type"], "pre-check");
+    assert_eq!(wf["status"]["phase"], "Failed");
+    assert_eq!(wf["status"]["stepStatus"]["validate-nodes"], "Failed");
+    assert_eq!(wf["status"]["stepStatus"]["check-network"], "Pending");
+    let message = condition_message(wf);
+    assert!(message.contains("validate-nodes") && message.contains("simulated failure"), "{message}");
+
+    let group = get(&ns, "wfg/doomed");
+    assert_eq!(succeeded_condition(&group)["status"], "False");
+    let group_message = condition_message(&group);
+    assert!(group_message.contains("validate-nodes"), "{group_message}");
+
+    let events = cluster.kubectl_ok(&["-n", &ns, "get", "events.events.k8s.io", "-o", "custom-columns=REASON:.reason,NOTE:.note"]);
+    assert!(
+        events.lines().any(|l| l.starts_with("StepFailed") && l.contains("validate-nodes")),
+        "no StepFailed event naming the step:\n{events}"
+    );
+    let described = cluster.kubectl_ok(&["-n", &ns, "describe", "wf"]);
+    assert!(described.contains("StepFailed"), "kubectl describe shows no StepFailed event:\n{described}");
+    operator.assert_running();
+}
+
+#[test]
+fn an_at_group_runs_no_job_before_its_schedule_and_runs_it_after() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-at");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let schedule = chrono::Utc::now() + chrono::Duration::seconds(8);
+    let schedule_text = schedule.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let params = format!("  params:\n    at:\n      schedule: \"{schedule_text}\"\n      command: date\n");
+    cluster.apply_yaml_in(&ns, &group_yaml("later", &["at"], &params, ""));
+
+    // Until the schedule, the Workflow waits and no Job exists.
+    let mut saw_waiting_workflow = false;
+    while chrono::Utc::now() < schedule - chrono::Duration::milliseconds(1500) {
+        let jobs = list(&ns, "jobs", None);
+        assert!(jobs.is_empty(), "a job exists before the schedule {schedule_text}: {jobs:?}");
+        saw_waiting_workflow |= list(&ns, "workflows", None)
+            .iter()
+            .any(|w| succeeded_condition(w)["reason"] == "WaitingForSchedule");
+        operator.assert_running();
+        std::thread::sleep(Duration::from_millis(500));
+    }
+    assert!(saw_waiting_workflow, "the at workflow never said it waits for its schedule");
+    wait_group_phase(&ns, "later", "Completed", &mut operator);
+    let jobs = list(&ns, "jobs", None);
+    assert_eq!(jobs.len(), 1);
+    let created = text(&jobs[0], "/metadata/creationTimestamp");
+    assert!(created >= schedule_text.as_str(), "job created at {created}, before {schedule_text}");
+    let command = &jobs[0]["spec"]["template"]["spec"]["containers"][0]["command"];
+    assert_eq!(command, &json!(["/bin/sh", "-c", "date"]));
+}
+
+#[test]
+fn a_group_waits_for_a_missing_plugin_and_starts_when_it_is_copied_in() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-missing");
+    let plugins = plugin_dir(&[]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    cluster.apply_yaml_in(&ns, &group_yaml("waiting", &["post-check"], "", ""));
+    cluster.wait_for("the group to report the missing plugin", TIMEOUT, || {
+        succeeded_condition(&get(&ns, "wfg/waiting"))["reason"] == "PluginMissing"
+    });
+    let group = get(&ns, "wfg/waiting");
+    assert_eq!(group["status"]["phase"], "Pending");
+    let message = condition_message(&group);
+    assert!(message.contains("\"post-check\""), "{message}");
+    assert!(list(&ns, "workflows", None).is_empty());
+
+    // Drop the plugin in, as an update of the plugins ConfigMap would: no restart.
+    let tmp = plugins.path().join(".post-check.wasm.tmp");
+    std::fs::copy(built_plugin("post-check"), &tmp).expect("copy plugin");
+    std::fs::rename(&tmp, plugins.path().join("post-check.wasm")).expect("move plugin in");
+    wait_group_phase(&ns, "waiting", "Completed", &mut operator);
+    operator.assert_running();
+}
+
+#[test]
+fn invalid_input_gets_a_failed_phase_or_a_pending_condition_naming_the_problem() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-invalid");
+    let plugins = plugin_dir(&["pre-check", "at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+
+    cluster.apply_yaml_in(
+        &ns,
+        "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: Workflow
+metadata:
+  name: cyclic
+spec:
+  type: pre-check
+  clusterName: test-cluster
+  targets: []
+  steps:
+  - {name: a, command: 'true', dependsOn: [c]}
+  - {name: b, command: 'true', dependsOn: [a]}
+  - {name: c, command: 'true', dependsOn: [b]}
+",
+    );
+    let params = "  params:\n    at:\n      schedule: not-a-time\n      command: date\n";
+    cluster.apply_yaml_in(&ns, &group_yaml("bad-params", &["at"], params, ""));
+
+    cluster.wait_for("the cyclic workflow to fail", TIMEOUT, || {
+        get(&ns, "wf/cyclic")["status"]["phase"] == "Failed"
+    });
+    let workflow = get(&ns, "wf/cyclic");
+    assert_eq!(succeeded_condition(&workflow)["reason"], "InvalidSteps");
+    let message = condition_message(&workflow);
+    assert!(message.contains("cycle") && message.contains("a -> c -> b -> a"), "{message}");
+
+    cluster.wait_for("the group with bad params to say why", TIMEOUT, || {
+        succeeded_condition(&get(&ns, "wfg/bad-params"))["reason"] == "InvalidParams"
+    });
+    let group = get(&ns, "wfg/bad-params");
+    assert_eq!(group["status"]["phase"], "Pending");
+    let message = condition_message(&group);
+    assert!(message.contains("schedule") && message.contains("not-a-time"), "{message}");
+    assert!(list(&ns, "jobs", None).is_empty(), "no job runs for invalid input");
+    operator.assert_running();
+}
+
+#[test]
+fn restarting_the_operator_mid_group_makes_no_duplicates_and_the_group_completes() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-restart");
+    let plugins = plugin_dir(&["pre-check", "setup", "post-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    cluster.apply_yaml_in(&ns, &group_yaml("survivor", &["pre-check", "setup", "post-check"], "", ""));
+    cluster.wait_for("the setup workflow to exist", TIMEOUT, || {
+        operator.assert_running();
+        list(&ns, "workflows", None).iter().any(|w| w["spec"]["type"] == "setup")
+    });
+    operator.crash();
+    let mut operator = Operator::start(&ns, plugins.path());
+    wait_group_phase(&ns, "survivor", "Completed", &mut operator);
+
+    let mut types: Vec<String> = list(&ns, "workflows", None)
+        .iter()
+        .map(|w| text(w, "/spec/type").to_string())
+        .collect();
+    types.sort();
+    assert_eq!(types, ["post-check", "pre-check", "setup"], "exactly one workflow per type");
+    let jobs: Vec<String> = list(&ns, "jobs", None)
+        .iter()
+        .map(|j| text(j, "/metadata/name").to_string())
+        .collect();
+    assert_eq!(jobs.len(), 5, "exactly one job per step: {jobs:?}");
+}
+
+#[test]
+fn deleting_a_group_garbage_collects_its_workflows_and_jobs() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-delete");
+    let plugins = plugin_dir(&["post-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    cluster.apply_yaml_in(&ns, &group_yaml("short-lived", &["post-check"], "", ""));
+    wait_group_phase(&ns, "short-lived", "Completed", &mut operator);
+    assert_eq!(list(&ns, "workflows", None).len(), 1);
+    assert_eq!(list(&ns, "jobs", None).len(), 1);
+
+    cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "short-lived"]);
+    cluster.wait_for("workflows and jobs to be garbage-collected", TIMEOUT, || {
+        list(&ns, "workflows", None).is_empty() && list(&ns, "jobs", None).is_empty()
+    });
+    operator.assert_running();
+}
