@@ -1,0 +1,255 @@
+//! Glue between the generated bindings and [`WorkflowType`]; called by
+//! [`export_workflow_type!`](crate::export_workflow_type). Not a public API.
+
+use crate::WorkflowType;
+use crate::bindings::exports::workflow::plugin::workflow_type as wit;
+use crate::types::{Context, EnvVar, Error, Gate, Step, StepOutcome, Target, Verdict};
+
+/// `info`: the author's [`Info`](crate::Info) plus the JSON Schema of the params.
+pub fn info<T: WorkflowType>() -> wit::PluginInfo {
+    let info = T::info();
+    let schema = schemars::schema_for!(T::Params);
+    // Serializing a schema cannot fail (string keys, finite numbers); fall back to "accept
+    // anything" rather than panic if it ever does.
+    let params_schema = serde_json::to_string(&schema).unwrap_or_else(|_| "{}".to_owned());
+    wit::PluginInfo {
+        type_name: info.type_name,
+        version: info.version,
+        description: info.description,
+        params_schema,
+    }
+}
+
+/// `validate`: deserialize, then the author's checks.
+pub fn validate<T: WorkflowType>(params: &str) -> Result<(), String> {
+    let params = parse_params::<T::Params>(params).map_err(|e| e.to_string())?;
+    T::validate(&params).map_err(|e| e.to_string())
+}
+
+/// `template`: deserialize the params into the context, then the author's template.
+pub fn template<T: WorkflowType>(ctx: wit::Context) -> Result<Vec<wit::Step>, String> {
+    let ctx = context::<T::Params>(ctx).map_err(|e| e.to_string())?;
+    let steps = T::template(&ctx).map_err(|e| e.to_string())?;
+    Ok(steps.into_iter().map(to_wit_step).collect())
+}
+
+/// `gate`: the author's gate.
+///
+/// The operator gates only steps of a template it rendered from the same params, so they
+/// parse; if they somehow do not, the step is held (never started early) and the reason is
+/// logged.
+pub fn gate<T: WorkflowType>(step: wit::Step, ctx: wit::Context) -> wit::GateDecision {
+    match context::<T::Params>(ctx) {
+        Ok(ctx) => match T::gate(&from_wit_step(step), &ctx) {
+            Gate::StartNow => wit::GateDecision::StartNow,
+            Gate::NotBefore(t) => wit::GateDecision::NotBefore(t),
+        },
+        Err(e) => {
+            crate::log::error(&format!(
+                "cannot gate step `{}`: {e}; holding it",
+                step.name
+            ));
+            wit::GateDecision::NotBefore(i64::MAX)
+        }
+    }
+}
+
+/// `evaluate`: the author's success logic.
+pub fn evaluate<T: WorkflowType>(step: wit::Step, outcome: wit::StepOutcome) -> wit::Verdict {
+    let outcome = StepOutcome {
+        succeeded: outcome.succeeded,
+        exit_code: outcome.exit_code,
+        message: outcome.message,
+        attempt: outcome.attempt,
+        duration_ms: outcome.duration_ms,
+    };
+    match T::evaluate(&from_wit_step(step), &outcome) {
+        Verdict::Completed => wit::Verdict::Completed,
+        Verdict::Failed(reason) => wit::Verdict::Failed(reason),
+        Verdict::Retry(reason) => wit::Verdict::Retry(reason),
+    }
+}
+
+/// Deserializes a params JSON, naming the offending field in the error.
+///
+/// An empty string or `null` means "no params" and reads as `{}`.
+pub fn parse_params<P: serde::de::DeserializeOwned>(json: &str) -> Result<P, Error> {
+    let json = match json.trim() {
+        "" | "null" => "{}",
+        json => json,
+    };
+    let mut de = serde_json::Deserializer::from_str(json);
+    let params = serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let message = without_position(e.inner());
+        if path == "." {
+            Error::new(format!("invalid params: {message}"))
+        } else {
+            Error::new(format!("invalid params at `{path}`: {message}"))
+        }
+    })?;
+    de.end()
+        .map_err(|e| Error::new(format!("invalid params: {}", without_position(&e))))?;
+    Ok(params)
+}
+
+/// serde_json's message without " at line 1 column 42": the JSON is the operator's rendering
+/// of the group's YAML, so its positions mean nothing to the user.
+fn without_position(e: &serde_json::Error) -> String {
+    let message = e.to_string();
+    let suffix = format!(" at line {} column {}", e.line(), e.column());
+    match message.strip_suffix(&suffix) {
+        Some(message) => message.to_owned(),
+        None => message,
+    }
+}
+
+fn context<P: serde::de::DeserializeOwned>(ctx: wit::Context) -> Result<Context<P>, Error> {
+    Ok(Context {
+        params: parse_params(&ctx.params)?,
+        group_name: ctx.group_name,
+        namespace: ctx.namespace,
+        cluster_name: ctx.cluster_name,
+        targets: ctx
+            .targets
+            .into_iter()
+            .map(|t| Target {
+                name: t.name,
+                ip: t.ip,
+                role: t.role,
+            })
+            .collect(),
+        now: ctx.now,
+    })
+}
+
+fn to_wit_step(step: Step) -> wit::Step {
+    wit::Step {
+        name: step.name,
+        description: step.description,
+        command: step.command,
+        depends_on: step.depends_on,
+        image: step.image,
+        env: step
+            .env
+            .into_iter()
+            .map(|e| crate::bindings::workflow::plugin::types::EnvVar {
+                name: e.name,
+                value: e.value,
+            })
+            .collect(),
+        timeout_seconds: step.timeout_seconds,
+        retries: step.retries,
+    }
+}
+
+fn from_wit_step(step: wit::Step) -> Step {
+    Step {
+        name: step.name,
+        description: step.description,
+        command: step.command,
+        depends_on: step.depends_on,
+        image: step.image,
+        env: step
+            .env
+            .into_iter()
+            .map(|e| EnvVar {
+                name: e.name,
+                value: e.value,
+            })
+            .collect(),
+        timeout_seconds: step.timeout_seconds,
+        retries: step.retries,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::NoParams;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct AtParams {
+        schedule: String,
+        command: String,
+        retries: Option<u32>,
+        nested: Option<Nested>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    #[allow(dead_code)]
+    struct Nested {
+        items: Vec<u32>,
+    }
+
+    fn error_of<P: serde::de::DeserializeOwned + std::fmt::Debug>(json: &str) -> String {
+        match parse_params::<P>(json) {
+            Ok(p) => panic!("{json} parsed as {p:?}"),
+            Err(e) => e.to_string(),
+        }
+    }
+
+    #[test]
+    fn missing_field_is_named_without_json_position() {
+        assert_eq!(
+            error_of::<AtParams>(r#"{"command":"date"}"#),
+            "invalid params: missing field `schedule`"
+        );
+    }
+
+    #[test]
+    fn wrong_type_names_the_path() {
+        assert_eq!(
+            error_of::<AtParams>(r#"{"schedule":"x","command":"y","retries":"3"}"#),
+            "invalid params at `retries`: invalid type: string \"3\", expected u32"
+        );
+        assert_eq!(
+            error_of::<AtParams>(r#"{"schedule":"x","command":"y","nested":{"items":[1,"a"]}}"#),
+            "invalid params at `nested.items[1]`: invalid type: string \"a\", expected u32"
+        );
+    }
+
+    #[test]
+    fn unknown_field_is_named() {
+        let error = error_of::<AtParams>(r#"{"schedule":"x","command":"y","comand":"z"}"#);
+        assert!(
+            error.starts_with("invalid params at `comand`: unknown field `comand`"),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn no_params_accepts_empty_object_empty_string_and_null() {
+        for json in ["{}", "", " null ", "{ }"] {
+            assert_eq!(parse_params::<NoParams>(json), Ok(NoParams {}), "{json:?}");
+        }
+    }
+
+    #[test]
+    fn no_params_rejects_a_parameter() {
+        let error = error_of::<NoParams>(r#"{"nodes":3}"#);
+        assert!(error.contains("unknown field `nodes`"), "{error}");
+    }
+
+    #[test]
+    fn malformed_json_is_an_error() {
+        let error = error_of::<NoParams>("{");
+        assert!(error.starts_with("invalid params"), "{error}");
+        assert!(error.contains("EOF"), "{error}");
+        assert!(error_of::<NoParams>("{} x").starts_with("invalid params: trailing characters"));
+    }
+
+    #[test]
+    fn steps_round_trip_through_the_bindings() {
+        let step = Step::new("a", "echo")
+            .description("d")
+            .depends_on(["b"])
+            .image("i")
+            .env("K", "V")
+            .timeout_secs(5)
+            .retries(2);
+        assert_eq!(from_wit_step(to_wit_step(step.clone())), step);
+    }
+}

@@ -1,0 +1,530 @@
+//! The plain data a plugin works with, in Rust shape (the bindings' types stay hidden).
+
+use std::fmt;
+
+/// A node the workflow acts on (a group's `spec.targets[]`). Data only: nothing connects to it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Target {
+    /// The node's name, e.g. `node-1`.
+    pub name: String,
+    /// Its address, as written in the group.
+    pub ip: String,
+    /// Its role, e.g. `Master` or `Worker`.
+    pub role: String,
+}
+
+/// An environment variable set in a step's container.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct EnvVar {
+    /// Variable name.
+    pub name: String,
+    /// Variable value.
+    pub value: String,
+}
+
+/// One step of a workflow, run by the operator as a Kubernetes Job.
+///
+/// Build one with [`Step::new`] and the builder methods:
+///
+/// ```
+/// use workflow_plugin_sdk::Step;
+///
+/// let step = Step::new("check-network", "check-network.sh")
+///     .description("Check the network")
+///     .depends_on(["validate-nodes"])
+///     .image("busybox:1.36")
+///     .env("TIMEOUT", "5")
+///     .timeout_secs(300)
+///     .retries(2);
+/// assert_eq!(step.depends_on, ["validate-nodes"]);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Step {
+    /// Unique within the workflow; a DNS-1123 label (lowercase letters, digits, `-`; at most
+    /// 63 characters).
+    pub name: String,
+    /// What the step does, for people.
+    pub description: String,
+    /// Run by `/bin/sh -c` in the step's container.
+    pub command: String,
+    /// Names of steps that must be Completed before this one starts.
+    pub depends_on: Vec<String>,
+    /// Container image; the operator's default image when `None`.
+    pub image: Option<String>,
+    /// Environment variables of the step's container.
+    pub env: Vec<EnvVar>,
+    /// Wall-clock limit of one attempt, in seconds; the operator's default when `None`.
+    pub timeout_seconds: Option<u32>,
+    /// How many times a failed attempt may be retried; the operator's default when `None`.
+    pub retries: Option<u32>,
+}
+
+impl Step {
+    /// A step named `name` that runs `command`, with no description, dependencies, image,
+    /// environment, timeout or retries.
+    ///
+    /// ```
+    /// let step = workflow_plugin_sdk::Step::new("verify-installation", "verify-installation.sh");
+    /// assert_eq!(step.command, "verify-installation.sh");
+    /// ```
+    pub fn new(name: impl Into<String>, command: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            command: command.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the description.
+    ///
+    /// ```
+    /// let step = workflow_plugin_sdk::Step::new("a", "true").description("Does nothing");
+    /// assert_eq!(step.description, "Does nothing");
+    /// ```
+    #[must_use]
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// Adds steps this one depends on (they must be Completed first).
+    ///
+    /// ```
+    /// let step = workflow_plugin_sdk::Step::new("c", "true").depends_on(["a", "b"]);
+    /// assert_eq!(step.depends_on, ["a", "b"]);
+    /// ```
+    #[must_use]
+    pub fn depends_on<I, S>(mut self, steps: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.depends_on.extend(steps.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets the container image.
+    ///
+    /// ```
+    /// let step = workflow_plugin_sdk::Step::new("a", "true").image("busybox:1.36");
+    /// assert_eq!(step.image.as_deref(), Some("busybox:1.36"));
+    /// ```
+    #[must_use]
+    pub fn image(mut self, image: impl Into<String>) -> Self {
+        self.image = Some(image.into());
+        self
+    }
+
+    /// Adds an environment variable.
+    ///
+    /// ```
+    /// let step = workflow_plugin_sdk::Step::new("a", "echo $GREETING").env("GREETING", "hi");
+    /// assert_eq!(step.env[0].value, "hi");
+    /// ```
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push(EnvVar {
+            name: name.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Sets the wall-clock limit of one attempt, in seconds.
+    ///
+    /// ```
+    /// let step = workflow_plugin_sdk::Step::new("a", "true").timeout_secs(60);
+    /// assert_eq!(step.timeout_seconds, Some(60));
+    /// ```
+    #[must_use]
+    pub fn timeout_secs(mut self, seconds: u32) -> Self {
+        self.timeout_seconds = Some(seconds);
+        self
+    }
+
+    /// Sets how many times a failed attempt may be retried.
+    ///
+    /// ```
+    /// let step = workflow_plugin_sdk::Step::new("a", "true").retries(3);
+    /// assert_eq!(step.retries, Some(3));
+    /// ```
+    #[must_use]
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = Some(retries);
+        self
+    }
+}
+
+/// What a plugin knows of the group it works for, with its parameters already deserialized.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Context<P> {
+    /// The WorkflowGroup's name.
+    pub group_name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its `spec.clusterName`.
+    pub cluster_name: String,
+    /// Its `spec.targets`, in order.
+    pub targets: Vec<Target>,
+    /// This type's parameters (`spec.params.<type>`).
+    pub params: P,
+    /// The current time, from the operator: seconds since the Unix epoch (UTC).
+    pub now: i64,
+}
+
+impl<P> Context<P> {
+    /// All targets, in the group's order.
+    ///
+    /// ```
+    /// # use workflow_plugin_sdk::{Context, NoParams, Target};
+    /// let ctx = Context { targets: vec![Target { name: "n1".into(), ..Target::default() }], ..Context::<NoParams>::default() };
+    /// assert_eq!(ctx.targets().count(), 1);
+    /// ```
+    pub fn targets(&self) -> impl Iterator<Item = &Target> {
+        self.targets.iter()
+    }
+
+    /// The targets whose role is `role`, compared ignoring ASCII case (`Worker` = `worker`).
+    ///
+    /// ```
+    /// # use workflow_plugin_sdk::{Context, NoParams, Target};
+    /// let node = |name: &str, role: &str| Target { name: name.into(), ip: String::new(), role: role.into() };
+    /// let ctx = Context { targets: vec![node("m", "Master"), node("w", "Worker")], ..Context::<NoParams>::default() };
+    /// assert_eq!(ctx.targets_with_role("worker").map(|t| t.name.as_str()).collect::<Vec<_>>(), ["w"]);
+    /// ```
+    pub fn targets_with_role<'a>(&'a self, role: &str) -> impl Iterator<Item = &'a Target> {
+        let role = role.to_owned();
+        self.targets
+            .iter()
+            .filter(move |t| t.role.eq_ignore_ascii_case(&role))
+    }
+
+    /// The names of all targets, in the group's order.
+    ///
+    /// ```
+    /// # use workflow_plugin_sdk::{Context, NoParams, Target};
+    /// let ctx = Context { targets: vec![Target { name: "n1".into(), ..Target::default() }], ..Context::<NoParams>::default() };
+    /// assert_eq!(ctx.target_names(), ["n1"]);
+    /// ```
+    pub fn target_names(&self) -> Vec<&str> {
+        self.targets.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// The names of the targets whose role is `role` (ignoring ASCII case).
+    ///
+    /// ```
+    /// # use workflow_plugin_sdk::{Context, NoParams, Target};
+    /// let ctx = Context { targets: vec![Target { name: "m".into(), ip: String::new(), role: "Master".into() }], ..Context::<NoParams>::default() };
+    /// assert_eq!(ctx.target_names_with_role("master"), ["m"]);
+    /// ```
+    pub fn target_names_with_role(&self, role: &str) -> Vec<&str> {
+        self.targets_with_role(role)
+            .map(|t| t.name.as_str())
+            .collect()
+    }
+}
+
+/// What a plugin says about itself (the SDK adds the parameters' JSON Schema).
+///
+/// ```
+/// use workflow_plugin_sdk::Info;
+///
+/// let info = Info::new("pre-check", env!("CARGO_PKG_VERSION")).description("Checks nodes");
+/// assert_eq!(info.type_name, "pre-check");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Info {
+    /// The workflow type, as users write it in `workflowSteps` (e.g. `pre-check`).
+    pub type_name: String,
+    /// The plugin's own version (semver); `env!("CARGO_PKG_VERSION")` is a good choice.
+    pub version: String,
+    /// One line about what the type does.
+    pub description: String,
+}
+
+impl Info {
+    /// Info for type `type_name` at `version`, without a description.
+    pub fn new(type_name: impl Into<String>, version: impl Into<String>) -> Self {
+        Self {
+            type_name: type_name.into(),
+            version: version.into(),
+            description: String::new(),
+        }
+    }
+
+    /// Sets the description.
+    #[must_use]
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+}
+
+/// Whether a step may start.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Start it as soon as its dependencies are Completed.
+    StartNow,
+    /// Not before this time, in seconds since the Unix epoch (UTC).
+    NotBefore(i64),
+}
+
+/// The evidence of one finished attempt of a step.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StepOutcome {
+    /// Whether the step's Job succeeded.
+    pub succeeded: bool,
+    /// The container's exit code, when known.
+    pub exit_code: Option<i32>,
+    /// The container's termination message (its last output), possibly empty.
+    pub message: String,
+    /// Which attempt this was, from 1.
+    pub attempt: u32,
+    /// How long the attempt ran, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// A plugin's judgement of a finished attempt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Verdict {
+    /// The step succeeded.
+    Completed,
+    /// The step failed, for this reason (shown to users).
+    Failed(String),
+    /// Run the step again, within its `retries`, for this reason.
+    Retry(String),
+}
+
+/// Longest part of a termination message quoted in a verdict's reason, in bytes.
+const MAX_QUOTED: usize = 1024;
+
+/// The default success logic: an attempt whose Job succeeded with exit code 0 (or no known
+/// code) is [`Verdict::Completed`]; anything else is [`Verdict::Failed`] with a reason built
+/// from the exit code and the termination message.
+///
+/// ```
+/// use workflow_plugin_sdk::{default_verdict, StepOutcome, Verdict};
+///
+/// let ok = StepOutcome { succeeded: true, exit_code: Some(0), ..StepOutcome::default() };
+/// assert_eq!(default_verdict(&ok), Verdict::Completed);
+///
+/// let bad = StepOutcome { exit_code: Some(2), message: "no such host\n".into(), ..StepOutcome::default() };
+/// assert_eq!(default_verdict(&bad), Verdict::Failed("exit code 2: no such host".into()));
+/// ```
+pub fn default_verdict(outcome: &StepOutcome) -> Verdict {
+    match outcome.exit_code {
+        Some(0) | None if outcome.succeeded => Verdict::Completed,
+        _ => Verdict::Failed(failure_reason(outcome)),
+    }
+}
+
+/// `exit code N: <message>`, or the parts of it that are known.
+pub(crate) fn failure_reason(outcome: &StepOutcome) -> String {
+    let head = match outcome.exit_code {
+        Some(code) => format!("exit code {code}"),
+        None => "the step failed".to_owned(),
+    };
+    let message = quote(&outcome.message);
+    if message.is_empty() {
+        head
+    } else {
+        format!("{head}: {message}")
+    }
+}
+
+/// The message trimmed, and cut (on a character boundary) to at most [`MAX_QUOTED`] bytes.
+pub(crate) fn quote(message: &str) -> String {
+    let message = message.trim();
+    if message.len() <= MAX_QUOTED {
+        return message.to_owned();
+    }
+    let mut end = MAX_QUOTED;
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}...", &message[..end])
+}
+
+/// An error a plugin returns: a message for the user, naming what is wrong.
+///
+/// ```
+/// use workflow_plugin_sdk::Error;
+///
+/// let err = Error::new("`schedule` must be in the future");
+/// assert_eq!(err.to_string(), "`schedule` must be in the future");
+/// let err: Error = format!("no target has role {}", "Worker").into();
+/// assert_eq!(err.message(), "no target has role Worker");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Error(String);
+
+impl Error {
+    /// An error with this message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+
+    /// The message.
+    pub fn message(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<String> for Error {
+    fn from(message: String) -> Self {
+        Self(message)
+    }
+}
+
+impl From<&str> for Error {
+    fn from(message: &str) -> Self {
+        Self(message.to_owned())
+    }
+}
+
+/// The `Params` of a workflow type that takes no parameters.
+///
+/// It accepts only an empty object (`{}`, or no `spec.params.<type>` at all), so a parameter
+/// given to such a type by mistake is reported rather than ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(succeeded: bool, exit_code: Option<i32>, message: &str) -> StepOutcome {
+        StepOutcome {
+            succeeded,
+            exit_code,
+            message: message.to_owned(),
+            attempt: 1,
+            duration_ms: 1000,
+        }
+    }
+
+    #[test]
+    fn default_verdict_completes_on_success_with_exit_code_zero_or_unknown() {
+        assert_eq!(
+            default_verdict(&outcome(true, Some(0), "")),
+            Verdict::Completed
+        );
+        assert_eq!(
+            default_verdict(&outcome(true, None, "done")),
+            Verdict::Completed
+        );
+    }
+
+    #[test]
+    fn default_verdict_fails_with_exit_code_and_trimmed_message() {
+        assert_eq!(
+            default_verdict(&outcome(false, Some(1), "  ping: node-2: timeout\n")),
+            Verdict::Failed("exit code 1: ping: node-2: timeout".into())
+        );
+        assert_eq!(
+            default_verdict(&outcome(false, Some(137), "")),
+            Verdict::Failed("exit code 137".into())
+        );
+        assert_eq!(
+            default_verdict(&outcome(false, None, "")),
+            Verdict::Failed("the step failed".into())
+        );
+        assert_eq!(
+            default_verdict(&outcome(false, None, "DeadlineExceeded")),
+            Verdict::Failed("the step failed: DeadlineExceeded".into())
+        );
+    }
+
+    #[test]
+    fn default_verdict_fails_a_succeeded_job_with_a_nonzero_exit_code() {
+        assert_eq!(
+            default_verdict(&outcome(true, Some(2), "")),
+            Verdict::Failed("exit code 2".into())
+        );
+    }
+
+    #[test]
+    fn long_messages_are_cut_on_a_character_boundary() {
+        let message = "é".repeat(2000);
+        let Verdict::Failed(reason) = default_verdict(&outcome(false, Some(1), &message)) else {
+            panic!("expected a failure");
+        };
+        assert!(reason.len() <= "exit code 1: ".len() + MAX_QUOTED + 3);
+        assert!(reason.ends_with("é..."));
+    }
+
+    #[test]
+    fn step_builder_sets_every_field() {
+        let step = Step::new("check-network", "check-network.sh")
+            .description("检查网络连接")
+            .depends_on(["validate-nodes"])
+            .depends_on(vec![String::from("other")])
+            .image("busybox")
+            .env("A", "1")
+            .env("B", "2")
+            .timeout_secs(30)
+            .retries(4);
+        assert_eq!(
+            step,
+            Step {
+                name: "check-network".into(),
+                description: "检查网络连接".into(),
+                command: "check-network.sh".into(),
+                depends_on: vec!["validate-nodes".into(), "other".into()],
+                image: Some("busybox".into()),
+                env: vec![
+                    EnvVar {
+                        name: "A".into(),
+                        value: "1".into()
+                    },
+                    EnvVar {
+                        name: "B".into(),
+                        value: "2".into()
+                    },
+                ],
+                timeout_seconds: Some(30),
+                retries: Some(4),
+            }
+        );
+    }
+
+    #[test]
+    fn a_bare_step_sets_nothing_optional() {
+        let step = Step::new("a", "b");
+        assert!(step.description.is_empty() && step.depends_on.is_empty() && step.env.is_empty());
+        assert_eq!(
+            (step.image, step.timeout_seconds, step.retries),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn target_helpers_filter_by_role_ignoring_case() {
+        let node = |name: &str, role: &str| Target {
+            name: name.into(),
+            ip: "10.0.0.1".into(),
+            role: role.into(),
+        };
+        let ctx = Context {
+            targets: vec![
+                node("m", "Master"),
+                node("w1", "Worker"),
+                node("w2", "WORKER"),
+            ],
+            ..Context::<NoParams>::default()
+        };
+        assert_eq!(ctx.target_names(), ["m", "w1", "w2"]);
+        assert_eq!(ctx.target_names_with_role("worker"), ["w1", "w2"]);
+        assert_eq!(ctx.targets_with_role("etcd").count(), 0);
+        assert_eq!(ctx.targets().count(), 3);
+    }
+}

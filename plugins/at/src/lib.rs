@@ -1,0 +1,229 @@
+//! The `at` workflow type (seed 003, the "cloud native `at`"): runs one command no earlier
+//! than a scheduled time.
+//!
+//! # Parameters (`spec.params.at`)
+//!
+//! | field | required | meaning |
+//! |---|---|---|
+//! | `schedule` | yes | when to run, RFC 3339, e.g. `2026-01-30T21:04:00Z` or `2026-01-30T22:04:00+01:00` |
+//! | `command` | yes | run by `/bin/sh -c` in the step's container |
+//! | `image` | no | the container image; the operator's default image when absent |
+//!
+//! ```yaml
+//! spec:
+//!   workflowSteps: [at]
+//!   params:
+//!     at:
+//!       schedule: "2026-01-30T21:04:00Z"
+//!       command: echo QAQ
+//!       image: busybox
+//! ```
+//!
+//! # Workflow
+//!
+//! One step, `run`, running `command`. Its gate holds it until the operator's clock reaches
+//! `schedule` ([`Gate::NotBefore`]); a schedule in the past starts it at once. Success logic
+//! is the default: exit code 0 is success, anything else fails with the exit code and message.
+
+use workflow_plugin_sdk::prelude::*;
+
+mod rfc3339;
+
+pub use rfc3339::parse_rfc3339;
+
+/// The parameters of an `at` workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, JsonSchema)]
+// The derives come from the SDK's re-exports, so they are told where serde and schemars are.
+#[serde(crate = "workflow_plugin_sdk::serde", deny_unknown_fields)]
+#[schemars(crate = "workflow_plugin_sdk::schemars")]
+pub struct AtParams {
+    /// When to run the command: an RFC 3339 time, e.g. `2026-01-30T21:04:00Z`.
+    #[schemars(extend("format" = "date-time"))]
+    pub schedule: String,
+    /// The command, run by `/bin/sh -c` in the step's container.
+    pub command: String,
+    /// The container image; the operator's default image when absent.
+    #[serde(default)]
+    pub image: Option<String>,
+}
+
+impl AtParams {
+    /// The schedule in seconds since the Unix epoch.
+    ///
+    /// # Errors
+    ///
+    /// When `schedule` is not an RFC 3339 time; the message names the field and quotes it.
+    pub fn schedule_epoch(&self) -> Result<i64, Error> {
+        parse_rfc3339(&self.schedule).map_err(|why| {
+            Error::new(format!(
+                "invalid params at `schedule`: {:?} is not an RFC 3339 time such as \
+                 \"2026-01-30T21:04:00Z\" ({why})",
+                self.schedule
+            ))
+        })
+    }
+}
+
+/// The name of the single step of an `at` workflow.
+pub const STEP_NAME: &str = "run";
+
+/// The `at` workflow type.
+pub struct At;
+
+impl WorkflowType for At {
+    type Params = AtParams;
+
+    fn info() -> Info {
+        Info::new("at", env!("CARGO_PKG_VERSION"))
+            .description("Runs a command no earlier than a scheduled time")
+    }
+
+    fn validate(params: &AtParams) -> Result<(), Error> {
+        params.schedule_epoch()?;
+        if params.command.trim().is_empty() {
+            return Err(Error::new("invalid params at `command`: must not be empty"));
+        }
+        if params.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
+            return Err(Error::new(
+                "invalid params at `image`: must not be empty when given",
+            ));
+        }
+        Ok(())
+    }
+
+    fn template(ctx: &Context<AtParams>) -> Result<Vec<Step>, Error> {
+        Self::validate(&ctx.params)?;
+        let params = &ctx.params;
+        let mut step = Step::new(STEP_NAME, params.command.clone()).description(format!(
+            "run the command at the scheduled time ({})",
+            params.schedule
+        ));
+        if let Some(image) = &params.image {
+            step = step.image(image.clone());
+        }
+        Ok(vec![step])
+    }
+
+    fn gate(_step: &Step, ctx: &Context<AtParams>) -> Gate {
+        match ctx.params.schedule_epoch() {
+            Ok(at) if ctx.now < at => Gate::NotBefore(at),
+            Ok(_) => Gate::StartNow,
+            Err(e) => {
+                // `validate` rejects such params before any workflow exists; never run early.
+                log::error(&format!("{e}; holding the step"));
+                Gate::NotBefore(i64::MAX)
+            }
+        }
+    }
+}
+
+export_workflow_type!(At);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(schedule: &str) -> AtParams {
+        AtParams {
+            schedule: schedule.into(),
+            command: "echo QAQ".into(),
+            image: None,
+        }
+    }
+
+    fn ctx(params: AtParams, now: i64) -> Context<AtParams> {
+        Context {
+            group_name: "g".into(),
+            namespace: "default".into(),
+            cluster_name: "c".into(),
+            targets: Vec::new(),
+            params,
+            now,
+        }
+    }
+
+    /// 2016-01-30T21:04:00Z, the seed's example.
+    const SEED_TIME: i64 = 1_454_187_840;
+
+    #[test]
+    fn template_is_one_run_step_with_the_command() {
+        let mut p = params("2016-01-30T21:04:00Z");
+        p.image = Some("busybox".into());
+        let steps = At::template(&ctx(p, 0)).unwrap_or_default();
+        assert_eq!(
+            steps,
+            [Step::new("run", "echo QAQ")
+                .description("run the command at the scheduled time (2016-01-30T21:04:00Z)")
+                .image("busybox")]
+        );
+    }
+
+    #[test]
+    fn gate_holds_the_step_until_the_schedule() {
+        let step = Step::new("run", "echo QAQ");
+        let p = params("2016-01-30T21:04:00Z");
+        assert_eq!(
+            At::gate(&step, &ctx(p.clone(), SEED_TIME - 51)),
+            Gate::NotBefore(SEED_TIME)
+        );
+        assert_eq!(At::gate(&step, &ctx(p.clone(), SEED_TIME)), Gate::StartNow);
+        assert_eq!(At::gate(&step, &ctx(p, SEED_TIME + 3600)), Gate::StartNow);
+    }
+
+    #[test]
+    fn gate_honours_the_offset() {
+        let step = Step::new("run", "echo QAQ");
+        let p = params("2016-01-30T22:04:00+01:00");
+        assert_eq!(At::gate(&step, &ctx(p, 0)), Gate::NotBefore(SEED_TIME));
+    }
+
+    #[test]
+    fn validate_names_schedule_and_quotes_a_bad_value() {
+        let Err(e) = At::validate(&params("tomorrow at noon")) else {
+            panic!("accepted a bad schedule");
+        };
+        let message = e.to_string();
+        assert!(message.contains("`schedule`"), "{message}");
+        assert!(message.contains("\"tomorrow at noon\""), "{message}");
+    }
+
+    #[test]
+    fn validate_rejects_an_empty_command() {
+        let mut p = params("2016-01-30T21:04:00Z");
+        p.command = "  ".into();
+        assert!(At::validate(&p).is_err_and(|e| e.message().contains("`command`")));
+    }
+
+    #[test]
+    fn validate_accepts_the_seed_params() {
+        assert_eq!(At::validate(&params("2016-01-30T21:04:00Z")), Ok(()));
+    }
+
+    #[test]
+    fn missing_schedule_is_reported_by_the_sdk() {
+        let error = workflow_plugin_sdk::__private::validate::<At>(r#"{"command":"date"}"#);
+        assert_eq!(
+            error,
+            Err("invalid params: missing field `schedule`".into())
+        );
+    }
+
+    #[test]
+    fn template_rejects_a_bad_schedule() {
+        assert!(At::template(&ctx(params("2016-13-01T00:00:00Z"), 0)).is_err());
+    }
+
+    #[test]
+    fn schema_marks_schedule_and_command_required() {
+        let info = workflow_plugin_sdk::__private::info::<At>();
+        let schema: serde_json::Value =
+            serde_json::from_str(&info.params_schema).unwrap_or_default();
+        assert_eq!(
+            schema["required"],
+            serde_json::json!(["schedule", "command"])
+        );
+        assert_eq!(schema["properties"]["schedule"]["format"], "date-time");
+    }
+
+    use workflow_plugin_sdk::serde_json;
+}
