@@ -14,15 +14,19 @@
 //!
 //! # Example
 //!
-//! A complete plugin: `Cargo.toml` has `crate-type = ["cdylib"]` and depends on this crate;
-//! build it with `cargo build --release --target wasm32-wasip2`.
+//! A complete plugin: `Cargo.toml` has `crate-type = ["cdylib"]` and depends on this crate
+//! only; build it with `cargo build --release --target wasm32-wasip2`. The crate's `README.md`
+//! walks through the whole recipe, from `cargo new` to the ConfigMap.
 //!
 //! ```
 //! use workflow_plugin_sdk::prelude::*;
 //!
 //! /// Parameters, written in a WorkflowGroup as `spec.params.disk-check: {...}`.
 //! #[derive(Deserialize, JsonSchema)]
-//! #[serde(deny_unknown_fields, rename_all = "camelCase")]
+//! // The derives are the SDK's re-exports, so they are told where serde and schemars live
+//! // (or depend on `serde` and `schemars` yourself and leave these out).
+//! #[serde(crate = "workflow_plugin_sdk::serde", deny_unknown_fields, rename_all = "camelCase")]
+//! #[schemars(crate = "workflow_plugin_sdk::schemars")]
 //! struct DiskCheckParams {
 //!     /// Fail when a disk is fuller than this, in percent.
 //!     max_used_percent: u8,

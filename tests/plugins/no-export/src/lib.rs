@@ -8,6 +8,8 @@ mod bindings {
     wit_bindgen::generate!({ path: "wit", world: "app" });
 }
 
+// Only the component (wasm32) exports it; native builds see it unused.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 struct App;
 
 impl bindings::Guest for App {

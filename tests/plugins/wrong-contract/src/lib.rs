@@ -13,6 +13,8 @@ use bindings::exports::workflow::plugin::workflow_type::{
     Context, GateDecision, Guest, PluginInfo, Step, StepOutcome, Verdict,
 };
 
+// Only the component (wasm32) exports it; native builds see it unused.
+#[cfg_attr(not(target_arch = "wasm32"), allow(dead_code))]
 struct WrongContract;
 
 impl Guest for WrongContract {
