@@ -241,6 +241,100 @@ mod tests {
         assert!(error_of::<NoParams>("{} x").starts_with("invalid params: trailing characters"));
     }
 
+    /// A type using every default, to drive the glue as the component would.
+    struct Minimal;
+
+    impl WorkflowType for Minimal {
+        type Params = NoParams;
+
+        fn info() -> crate::Info {
+            crate::Info::new("minimal", "1.2.3").description("d")
+        }
+
+        fn template(ctx: &Context<NoParams>) -> Result<Vec<Step>, Error> {
+            match ctx.targets.len() {
+                0 => Err(Error::new("no targets")),
+                _ => Ok(vec![Step::new("only", "true").env("K", "V")]),
+            }
+        }
+    }
+
+    fn wit_context(params: &str, targets: usize) -> wit::Context {
+        wit::Context {
+            group_name: "g".into(),
+            namespace: "ns".into(),
+            cluster_name: "c".into(),
+            targets: (0..targets)
+                .map(|i| crate::bindings::workflow::plugin::types::Target {
+                    name: format!("node-{i}"),
+                    ip: String::new(),
+                    role: "Worker".into(),
+                })
+                .collect(),
+            params: params.into(),
+            now: 7,
+        }
+    }
+
+    #[test]
+    fn info_carries_the_params_schema() {
+        let info = info::<Minimal>();
+        assert_eq!(
+            (info.type_name.as_str(), info.version.as_str()),
+            ("minimal", "1.2.3")
+        );
+        let schema: serde_json::Value =
+            serde_json::from_str(&info.params_schema).unwrap_or_default();
+        assert_eq!(schema["type"], "object");
+        assert_eq!(schema["additionalProperties"], false);
+    }
+
+    #[test]
+    fn template_converts_steps_and_passes_errors_through() {
+        let steps = template::<Minimal>(wit_context("{}", 1)).unwrap_or_default();
+        assert_eq!(steps.len(), 1);
+        assert_eq!(steps[0].env[0].name, "K");
+        assert_eq!(
+            template::<Minimal>(wit_context("{}", 0)).err(),
+            Some("no targets".to_owned())
+        );
+        let bad = wit_context(r#"{"x":1}"#, 1);
+        assert!(template::<Minimal>(bad).is_err_and(|e| e.contains("unknown field `x`")));
+    }
+
+    #[test]
+    fn gate_starts_now_by_default_and_holds_on_unreadable_params() {
+        let step = to_wit_step(Step::new("only", "true"));
+        assert!(matches!(
+            gate::<Minimal>(step.clone(), wit_context("{}", 1)),
+            wit::GateDecision::StartNow
+        ));
+        assert!(matches!(
+            gate::<Minimal>(step, wit_context("[", 1)),
+            wit::GateDecision::NotBefore(i64::MAX)
+        ));
+    }
+
+    #[test]
+    fn evaluate_defaults_to_exit_code_zero_is_success() {
+        let step = to_wit_step(Step::new("only", "true"));
+        let outcome = |code| wit::StepOutcome {
+            succeeded: code == 0,
+            exit_code: Some(code),
+            message: "boom".into(),
+            attempt: 1,
+            duration_ms: 5,
+        };
+        assert!(matches!(
+            evaluate::<Minimal>(step.clone(), outcome(0)),
+            wit::Verdict::Completed
+        ));
+        assert!(matches!(
+            evaluate::<Minimal>(step, outcome(3)),
+            wit::Verdict::Failed(reason) if reason == "exit code 3: boom"
+        ));
+    }
+
     #[test]
     fn steps_round_trip_through_the_bindings() {
         let step = Step::new("a", "echo")

@@ -16,7 +16,7 @@
 //! - Any other line (`OK node-1`, logs) is ignored.
 //!
 //! [`verdict`] applies it: a failed attempt fails with its exit code and message, as
-//! [`default_verdict`](crate::default_verdict) does; a successful one fails if it reported a
+//! [`default_verdict`] does; a successful one fails if it reported a
 //! problem, naming each target, and is Completed otherwise.
 //!
 //! ```
