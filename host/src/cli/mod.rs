@@ -1,0 +1,2 @@
+//! Command-line subcommands.
+pub mod plugin;

@@ -1,0 +1,168 @@
+//! `workflow-operator plugin ...`: try a workflow-type plugin without a cluster.
+//!
+//! Every subcommand loads the plugin in the same sandbox, with the same limits, as the
+//! operator, and `render` goes through the controller's own code path
+//! ([`crate::render::render_workflow`]).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use anyhow::{Context as _, anyhow, bail};
+
+use crate::api::WorkflowGroup;
+use crate::plugin::{Plugin, Runtime, RuntimeConfig, StepOutcome, Verdict};
+use crate::render::{plugin_context, render_workflow};
+
+/// Tools for plugin authors.
+#[derive(Debug, clap::Subcommand)]
+pub enum PluginCommand {
+    /// Print what a plugin says about itself (type, versions, digest, size, parameter
+    /// schema), or why it cannot be loaded.
+    Inspect {
+        /// The plugin, a `.wasm` component.
+        file: PathBuf,
+    },
+    /// Print the Workflow YAML the operator would create for the plugin's type from a group.
+    Render {
+        /// The plugin, a `.wasm` component.
+        file: PathBuf,
+        /// A WorkflowGroup YAML whose `workflowSteps` contains the plugin's type.
+        #[arg(long)]
+        group: PathBuf,
+    },
+    /// Print the plugin's verdict (completed, failed: REASON, retry: REASON) on one finished
+    /// attempt of a step.
+    Eval {
+        /// The plugin, a `.wasm` component.
+        file: PathBuf,
+        /// A WorkflowGroup YAML whose `workflowSteps` contains the plugin's type.
+        #[arg(long)]
+        group: PathBuf,
+        /// The step, by name, as the plugin's template names it.
+        #[arg(long)]
+        step: String,
+        /// The exit code of the step's container (0 means its Job succeeded).
+        #[arg(long, allow_negative_numbers = true)]
+        exit_code: i32,
+        /// The container's termination message (its last output).
+        #[arg(long, default_value = "")]
+        message: String,
+        /// Which attempt this was, from 1.
+        #[arg(long, default_value_t = 1)]
+        attempt: u32,
+    },
+}
+
+/// Runs a `plugin` subcommand, printing its result on stdout.
+///
+/// # Errors
+/// One line saying why: the plugin cannot be loaded, the group cannot be read, the type is
+/// not in the group, the step is unknown, or the plugin failed.
+pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    match cmd {
+        PluginCommand::Inspect { file } => inspect(&runtime, &file),
+        PluginCommand::Render { file, group } => {
+            let plugin = load(&runtime, &file)?;
+            let group = read_group(&group)?;
+            let workflow = render_workflow(&group, &plugin, now())
+                .map_err(|e| anyhow!("cannot render {}: {e}", plugin.type_name()))?;
+            let yaml = serde_yaml::to_string(&workflow).context("cannot print the Workflow as YAML")?;
+            print!("{yaml}");
+            Ok(())
+        }
+        PluginCommand::Eval {
+            file,
+            group,
+            step,
+            exit_code,
+            message,
+            attempt,
+        } => {
+            let plugin = load(&runtime, &file)?;
+            let group = read_group(&group)?;
+            let verdict = eval(&plugin, &group, &step, exit_code, message, attempt)?;
+            println!("{}", format_verdict(&verdict));
+            Ok(())
+        }
+    }
+}
+
+fn inspect(runtime: &Runtime, file: &Path) -> anyhow::Result<()> {
+    let plugin = load(runtime, file)?;
+    let info = plugin.info();
+    let schema = serde_json::to_string_pretty(&info.params_schema)
+        .context("cannot print the params schema")?;
+    println!("file:             {}", file.display());
+    println!("type:             {}", info.type_name);
+    println!("version:          {}", info.version);
+    println!("contract version: workflow:plugin@{}", plugin.contract_version());
+    println!("digest:           sha256:{}", plugin.digest());
+    println!("size:             {} bytes", plugin.size());
+    println!("description:      {}", info.description);
+    println!("params schema:");
+    println!("{schema}");
+    Ok(())
+}
+
+fn eval(
+    plugin: &Plugin,
+    group: &WorkflowGroup,
+    step_name: &str,
+    exit_code: i32,
+    message: String,
+    attempt: u32,
+) -> anyhow::Result<Verdict> {
+    let type_name = plugin.type_name();
+    if !group.spec.workflow_steps.iter().any(|t| t == type_name) {
+        bail!(
+            "workflow type {type_name} is not in the group's workflowSteps ({})",
+            group.spec.workflow_steps.join(", ")
+        );
+    }
+    let steps = plugin
+        .template(&plugin_context(group, type_name, now()))
+        .map_err(|e| anyhow!("{e}"))?;
+    let Some(step) = steps.iter().find(|s| s.name == step_name) else {
+        let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
+        bail!(
+            "workflow type {type_name} has no step {step_name:?}; its steps are: {}",
+            names.join(", ")
+        );
+    };
+    let outcome = StepOutcome {
+        succeeded: exit_code == 0,
+        exit_code: Some(exit_code),
+        message,
+        attempt,
+        duration_ms: 0,
+    };
+    plugin.evaluate(step, &outcome).map_err(|e| anyhow!("{e}"))
+}
+
+/// `completed`, `failed: <reason>`, `retry: <reason>`.
+pub fn format_verdict(verdict: &Verdict) -> String {
+    match verdict {
+        Verdict::Completed => "completed".to_string(),
+        Verdict::Failed(reason) => format!("failed: {reason}"),
+        Verdict::Retry(reason) => format!("retry: {reason}"),
+    }
+}
+
+fn load(runtime: &Runtime, file: &Path) -> anyhow::Result<Arc<Plugin>> {
+    let bytes = std::fs::read(file).map_err(|e| anyhow!("cannot read plugin {}: {e}", file.display()))?;
+    runtime
+        .load(&bytes, &file.display().to_string())
+        .map_err(|e| anyhow!("{e}"))
+}
+
+fn read_group(path: &Path) -> anyhow::Result<WorkflowGroup> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| anyhow!("cannot read group {}: {e}", path.display()))?;
+    serde_yaml::from_str(&text)
+        .map_err(|e| anyhow!("{} is not a WorkflowGroup: {e}", path.display()))
+}
+
+fn now() -> i64 {
+    chrono::Utc::now().timestamp()
+}

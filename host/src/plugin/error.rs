@@ -1,0 +1,103 @@
+//! Why a plugin could not be loaded or called.
+
+use std::time::Duration;
+
+/// The contract version this operator speaks, as in `plugin-sdk/wit/workflow-plugin.wit`.
+pub const CONTRACT_VERSION: &str = "0.1.0";
+
+/// Everything that can go wrong with a plugin, each with a message a user can act on.
+///
+/// `plugin` fields name the plugin as `<type> (<origin>)` once its type is known, or its
+/// origin (usually the file) before that.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PluginError {
+    /// The file could not be read.
+    #[error("cannot read plugin {origin}: {reason}")]
+    Read { origin: String, reason: String },
+    /// The bytes are not a WebAssembly component (garbage, or a core module).
+    #[error("{origin} is not a WebAssembly component: {reason}")]
+    NotAComponent { origin: String, reason: String },
+    /// The component is valid WebAssembly but could not be compiled.
+    #[error("cannot compile plugin {origin}: {reason}")]
+    Compile { origin: String, reason: String },
+    /// The component implements another version of the plugin contract.
+    #[error(
+        "{origin}: plugin was built for contract workflow:plugin@{found}, this operator speaks \
+         workflow:plugin@{CONTRACT_VERSION}; rebuild it with a workflow-plugin-sdk for \
+         workflow:plugin@{CONTRACT_VERSION}"
+    )]
+    WrongContract { origin: String, found: String },
+    /// The component does not export the `workflow-type` interface.
+    #[error(
+        "{origin}: the component does not export workflow:plugin/workflow-type@{CONTRACT_VERSION} \
+         (exports: {exports}); build it with workflow-plugin-sdk's export macro"
+    )]
+    MissingExport { origin: String, exports: String },
+    /// The component needs an import the sandbox does not provide (for example HTTP).
+    #[error("{origin}: {reason}; plugins get only WASI without any capability and host-log")]
+    UnsupportedImport { origin: String, reason: String },
+    /// The plugin's `info` is unusable (bad type name, schema that is not a JSON Schema, ...).
+    #[error("plugin {plugin} describes itself badly: {reason}")]
+    InvalidInfo { plugin: String, reason: String },
+    /// The plugin trapped (a panic, an out-of-bounds access, a stack overflow, ...).
+    #[error("plugin {plugin} crashed in {call}: {message}")]
+    Trap {
+        plugin: String,
+        call: &'static str,
+        message: String,
+    },
+    /// The call ran longer than the configured limit and was interrupted.
+    #[error("plugin {plugin} exceeded its {} time limit in {call} and was stopped", format_duration(*.limit))]
+    Timeout {
+        plugin: String,
+        call: &'static str,
+        limit: Duration,
+    },
+    /// The plugin tried to use more memory than the configured limit.
+    #[error("plugin {plugin} exhausted its memory limit of {} in {call} and was stopped", format_bytes(*.limit_bytes))]
+    MemoryExhausted {
+        plugin: String,
+        call: &'static str,
+        limit_bytes: u64,
+    },
+    /// The plugin could not be started for this call (for example: every instance slot busy).
+    #[error("plugin {plugin} could not be started for {call}: {reason}")]
+    Instantiate {
+        plugin: String,
+        call: &'static str,
+        reason: String,
+    },
+    /// The plugin returned something the operator cannot use.
+    #[error("plugin {plugin} returned invalid output from {call}: {reason}")]
+    InvalidOutput {
+        plugin: String,
+        call: &'static str,
+        reason: String,
+    },
+    /// The parameters given to a workflow type are invalid, per its schema or its `validate`.
+    #[error("invalid parameters for workflow type {type_name}: {message}")]
+    InvalidParams { type_name: String, message: String },
+    /// The plugin refused to produce its steps (`template` returned an error).
+    #[error("plugin {plugin} could not template the workflow: {message}")]
+    TemplateFailed { plugin: String, message: String },
+}
+
+/// `1s`, `1500ms`.
+pub(crate) fn format_duration(d: Duration) -> String {
+    if d.subsec_millis() == 0 && d.as_secs() > 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+/// `64 MiB`, `1500 bytes`.
+pub(crate) fn format_bytes(n: u64) -> String {
+    if n >= 1 << 20 && n % (1 << 20) == 0 {
+        format!("{} MiB", n >> 20)
+    } else if n >= 1 << 10 && n % (1 << 10) == 0 {
+        format!("{} KiB", n >> 10)
+    } else {
+        format!("{n} bytes")
+    }
+}

@@ -1,0 +1,23 @@
+//! Workflow-type plugins: WebAssembly components run in a sandbox, and the registry that
+//! loads them from a directory and reloads them when it changes.
+//!
+//! Nothing here knows Kubernetes: the controllers convert their objects into the plain
+//! [`types`] and ask the [`PluginRegistry`] for a [`Plugin`] of a type.
+
+#[allow(unsafe_code, missing_docs)]
+mod bindings;
+mod config;
+mod error;
+mod registry;
+mod runtime;
+mod sandbox;
+pub mod types;
+mod validate;
+
+pub use config::RuntimeConfig;
+pub use error::{CONTRACT_VERSION, PluginError};
+pub use registry::{LoadProblem, LoadedType, PluginRegistry, ScanReport, WatchGuard};
+#[doc(hidden)]
+pub use runtime::WarmInstance;
+pub use runtime::{Plugin, Runtime};
+pub use types::{Context, EnvVar, Gate, PluginInfo, Step, StepOutcome, Target, Verdict};

@@ -1,0 +1,234 @@
+//! Conversions between the host's plugin types and the generated bindings, and the checks
+//! applied to everything a plugin returns.
+
+use crate::graph::{StepGraph, check_dns_label};
+
+use super::bindings::workflow::plugin::types as wit;
+use super::error::PluginError;
+use super::types::{Context, EnvVar, PluginInfo, Step, StepOutcome, Verdict};
+
+/// Bounds on what a plugin may return.
+pub(crate) struct Limits {
+    pub max_steps: usize,
+    pub max_string_bytes: usize,
+    pub max_output_bytes: usize,
+}
+
+impl Limits {
+    /// Checks one returned string; `what` names it in the message.
+    fn string(&self, what: &dyn Fn() -> String, s: &str, total: &mut usize) -> Result<(), String> {
+        if s.len() > self.max_string_bytes {
+            return Err(format!(
+                "{} has {} bytes, at most {} are allowed",
+                what(),
+                s.len(),
+                self.max_string_bytes
+            ));
+        }
+        *total += s.len();
+        if *total > self.max_output_bytes {
+            return Err(format!(
+                "its output exceeds {} bytes in total (at {})",
+                self.max_output_bytes,
+                what()
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Checks `info` and compiles the parameter schema it declares.
+pub(crate) fn info(
+    raw: wit::PluginInfo,
+    origin: &str,
+    limits: &Limits,
+) -> Result<(PluginInfo, jsonschema::Validator), PluginError> {
+    let bad = |reason: String| PluginError::InvalidInfo {
+        plugin: origin.to_string(),
+        reason,
+    };
+    let mut total = 0;
+    limits
+        .string(&|| "its type name".into(), &raw.type_name, &mut total)
+        .map_err(bad)?;
+    check_dns_label(&raw.type_name)
+        .map_err(|reason| bad(format!("type name {:?} is not a DNS-1123 label: {reason}", raw.type_name)))?;
+    limits
+        .string(&|| "its version".into(), &raw.version, &mut total)
+        .map_err(bad)?;
+    if raw.version.trim().is_empty() {
+        return Err(bad("its version is empty".into()));
+    }
+    limits
+        .string(&|| "its description".into(), &raw.description, &mut total)
+        .map_err(bad)?;
+    // A schema may be larger than one ordinary string, but stays within the output bound.
+    if raw.params_schema.len() > limits.max_output_bytes {
+        return Err(bad(format!(
+            "its params schema has {} bytes, at most {} are allowed",
+            raw.params_schema.len(),
+            limits.max_output_bytes
+        )));
+    }
+    let params_schema: serde_json::Value = serde_json::from_str(&raw.params_schema)
+        .map_err(|e| bad(format!("its params schema is not JSON: {e}")))?;
+    let schema = jsonschema::validator_for(&params_schema)
+        .map_err(|e| bad(format!("its params schema is not a valid JSON Schema: {e}")))?;
+    Ok((
+        PluginInfo {
+            type_name: raw.type_name,
+            version: raw.version,
+            description: raw.description,
+            params_schema,
+        },
+        schema,
+    ))
+}
+
+/// Checks the steps `template` returned: counts, sizes, names and the dependency graph.
+pub(crate) fn steps(raw: Vec<wit::Step>, limits: &Limits) -> Result<Vec<Step>, String> {
+    if raw.len() > limits.max_steps {
+        return Err(format!(
+            "{} steps, at most {} are allowed",
+            raw.len(),
+            limits.max_steps
+        ));
+    }
+    let mut total = 0;
+    for (i, step) in raw.iter().enumerate() {
+        let name = crate::plugin::sandbox::truncate(&step.name, 64);
+        let field = |f: &str| format!("step {} ({name:?}) {f}", i + 1);
+        limits.string(&|| field("name"), &step.name, &mut total)?;
+        limits.string(&|| field("description"), &step.description, &mut total)?;
+        limits.string(&|| field("command"), &step.command, &mut total)?;
+        for dep in &step.depends_on {
+            limits.string(&|| field("dependency"), dep, &mut total)?;
+        }
+        if let Some(image) = &step.image {
+            limits.string(&|| field("image"), image, &mut total)?;
+            if image.trim().is_empty() {
+                return Err(format!("{} is empty", field("image")));
+            }
+        }
+        for env in &step.env {
+            limits.string(&|| field("env name"), &env.name, &mut total)?;
+            limits.string(&|| field("env value"), &env.value, &mut total)?;
+            check_env_name(&env.name).map_err(|reason| {
+                format!("{} {:?} is invalid: {reason}", field("env name"), env.name)
+            })?;
+        }
+    }
+    StepGraph::new(
+        raw.iter()
+            .map(|s| (s.name.as_str(), s.depends_on.iter().map(String::as_str))),
+    )
+    .map_err(|e| e.to_string())?;
+    Ok(raw.into_iter().map(from_wit_step).collect())
+}
+
+/// Checks the reason of a verdict.
+pub(crate) fn verdict(raw: wit::Verdict, limits: &Limits) -> Result<Verdict, String> {
+    let mut total = 0;
+    Ok(match raw {
+        wit::Verdict::Completed => Verdict::Completed,
+        wit::Verdict::Failed(reason) => {
+            limits.string(&|| "the failure reason".into(), &reason, &mut total)?;
+            Verdict::Failed(reason)
+        }
+        wit::Verdict::Retry(reason) => {
+            limits.string(&|| "the retry reason".into(), &reason, &mut total)?;
+            Verdict::Retry(reason)
+        }
+    })
+}
+
+/// What Kubernetes accepts as an environment variable name (a C identifier, plus `-` and `.`).
+fn check_env_name(name: &str) -> Result<(), String> {
+    let mut chars = name.chars();
+    match chars.next() {
+        None => return Err("it is empty".into()),
+        Some(c) if c.is_ascii_digit() => return Err("it starts with a digit".into()),
+        _ => {}
+    }
+    if name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+    {
+        Ok(())
+    } else {
+        Err("only letters, digits, '_', '-' and '.' are allowed".into())
+    }
+}
+
+pub(crate) fn to_wit_context(c: &Context) -> wit::Context {
+    wit::Context {
+        group_name: c.group_name.clone(),
+        namespace: c.namespace.clone(),
+        cluster_name: c.cluster_name.clone(),
+        targets: c
+            .targets
+            .iter()
+            .map(|t| wit::Target {
+                name: t.name.clone(),
+                ip: t.ip.clone(),
+                role: t.role.clone(),
+            })
+            .collect(),
+        params: if c.params.is_null() {
+            "{}".to_string()
+        } else {
+            c.params.to_string()
+        },
+        now: c.now,
+    }
+}
+
+pub(crate) fn to_wit_step(s: &Step) -> wit::Step {
+    wit::Step {
+        name: s.name.clone(),
+        description: s.description.clone(),
+        command: s.command.clone(),
+        depends_on: s.depends_on.clone(),
+        image: s.image.clone(),
+        env: s
+            .env
+            .iter()
+            .map(|e| wit::EnvVar {
+                name: e.name.clone(),
+                value: e.value.clone(),
+            })
+            .collect(),
+        timeout_seconds: s.timeout_seconds,
+        retries: s.retries,
+    }
+}
+
+pub(crate) fn to_wit_outcome(o: &StepOutcome) -> wit::StepOutcome {
+    wit::StepOutcome {
+        succeeded: o.succeeded,
+        exit_code: o.exit_code,
+        message: o.message.clone(),
+        attempt: o.attempt,
+        duration_ms: o.duration_ms,
+    }
+}
+
+fn from_wit_step(s: wit::Step) -> Step {
+    Step {
+        name: s.name,
+        description: s.description,
+        command: s.command,
+        depends_on: s.depends_on,
+        image: s.image,
+        env: s
+            .env
+            .into_iter()
+            .map(|e| EnvVar {
+                name: e.name,
+                value: e.value,
+            })
+            .collect(),
+        timeout_seconds: s.timeout_seconds,
+        retries: s.retries,
+    }
+}
