@@ -23,13 +23,21 @@ PORTS_FILE="${STATE_DIR}/ports.env"
 NODE_NAME="${KWOK_NODE_NAME:-kwok-node-0}"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # kube-controller-manager controllers we need (and nothing node/cloud related).
-KCM_CONTROLLERS="job-controller,garbage-collector-controller,ttl-after-finished-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,replicaset-controller,deployment-controller,cronjob-controller,pod-garbage-collector-controller"
+KCM_CONTROLLERS="job-controller,garbage-collector-controller,ttl-after-finished-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,replicaset-controller,deployment-controller,cronjob-controller,pod-garbage-collector-controller,clusterrole-aggregation-controller"
 START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
 
 die() { echo "cluster.sh: error: $*" >&2; exit 1; }
 log() { echo "[cluster] $*"; }
 
-kc() { KUBECONFIG="${KUBECONFIG_FILE}" kubectl --request-timeout=10s "$@"; }
+# kubectl: $KUBECTL if set, else the 1.33 client when installed side by side (within the
+# supported +/-1 skew of the 1.34 server), else whatever `kubectl` is on PATH.
+if [[ -z "${KUBECTL:-}" ]]; then
+  KUBECTL=kubectl
+  for k in /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33; do
+    if [[ -x "${k}" ]]; then KUBECTL="${k}"; break; fi
+  done
+fi
+kc() { KUBECONFIG="${KUBECONFIG_FILE}" "${KUBECTL}" --request-timeout=10s "$@"; }
 
 pid_of() {
   local f="${PIDS}/$1.pid"
@@ -93,7 +101,7 @@ start() {
   local pidfile="${PIDS}/${c}.pid"
   rm -f "${pidfile}"
   setsid bash -c 'echo $$ > "$0"; exec "$@"' "${pidfile}" "$@" \
-    </dev/null >"${LOGS}/${c}.log" 2>&1 &
+    </dev/null >"${LOGS}/${c}.log" 2>&1 9>&- &
   local i
   for i in $(seq 1 50); do
     [[ -s "${pidfile}" ]] && return 0
@@ -283,7 +291,7 @@ cmd_up() {
     rm -rf "${STATE_DIR}"
   fi
 
-  command -v kubectl >/dev/null 2>&1 || die "kubectl not found on PATH"
+  command -v "${KUBECTL}" >/dev/null 2>&1 || die "kubectl not found (${KUBECTL}); set KUBECTL=/path/to/kubectl"
   command -v openssl >/dev/null 2>&1 || die "openssl not found on PATH"
   command -v python3 >/dev/null 2>&1 || die "python3 not found on PATH (used to pick free ports)"
 
@@ -334,6 +342,7 @@ EOF
     --service-account-signing-key-file="${PKI}/sa.key" \
     --service-cluster-ip-range=10.96.0.0/24 \
     --endpoint-reconciler-type=none \
+    --disable-admission-plugins=TaintNodesByCondition \
     --allow-privileged=true \
     --profiling=false \
     --v=1
@@ -399,6 +408,11 @@ metadata:
 spec: {}
 EOF
   wait_until "node ${NODE_NAME} to become Ready" "${START_TIMEOUT}" kwok node_ready
+  # No node-lifecycle controller runs, so nothing would lift a not-ready taint: the
+  # apiserver runs without the TaintNodesByCondition admission plugin. Check it.
+  local taints
+  taints="$(kc get node "${NODE_NAME}" -o 'jsonpath={.spec.taints}')"
+  [[ -z "${taints}" ]] || fail_start "node ${NODE_NAME} unexpectedly has taints: ${taints}"
   wait_until "the default ServiceAccount" "${START_TIMEOUT}" kube-controller-manager default_sa_exists
 
   local c
@@ -408,9 +422,20 @@ EOF
   log "ready in $(( $(date +%s) - t0 ))s: KUBECONFIG=${KUBECONFIG_FILE}"
 }
 
+# Serialise concurrent up/down (e.g. two `cargo test` runs starting at once). The lock
+# lives outside the state directory, which `down` removes.
+take_lock() {
+  local lock
+  lock="${TMPDIR:-/tmp}/workflow-operator-cluster-$(printf '%s' "${STATE_DIR}" | md5sum | cut -c1-16).lock"
+  exec 9>"${lock}"
+  if ! flock -w 600 9; then
+    die "another cluster.sh is still running after 600s (lock ${lock})"
+  fi
+}
+
 case "${1:-}" in
-  up) cmd_up ;;
-  down) cmd_down ;;
+  up) take_lock; cmd_up ;;
+  down) take_lock; cmd_down ;;
   status) cmd_status ;;
   *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
 esac

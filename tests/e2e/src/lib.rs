@@ -54,6 +54,21 @@ pub fn repo_root() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
 }
 
+/// The `kubectl` program the harness runs: `$KUBECTL` if set, else a 1.34 or
+/// 1.33 client installed side by side in the Google Cloud SDK layout (within
+/// the supported version skew of the 1.34 server), else `kubectl` from `PATH`.
+/// `tests/cluster/cluster.sh` makes the same choice.
+pub fn kubectl_program() -> PathBuf {
+    if let Some(k) = std::env::var_os("KUBECTL").filter(|k| !k.is_empty()) {
+        return PathBuf::from(k);
+    }
+    ["1.34", "1.33"]
+        .iter()
+        .map(|v| PathBuf::from(format!("/usr/lib/google-cloud-sdk/bin/kubectl.{v}")))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("kubectl"))
+}
+
 impl Cluster {
     /// The cluster shared by every test in this process.
     ///
@@ -109,7 +124,7 @@ impl Cluster {
     /// A `kubectl` command with `KUBECONFIG` set to this cluster, ready for
     /// more arguments, environment or stdin.
     pub fn kubectl_command(&self) -> Command {
-        let mut cmd = Command::new(std::env::var_os("KUBECTL").unwrap_or_else(|| "kubectl".into()));
+        let mut cmd = Command::new(kubectl_program());
         cmd.env("KUBECONFIG", &self.kubeconfig).stdin(Stdio::null());
         cmd
     }

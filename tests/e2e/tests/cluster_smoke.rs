@@ -69,7 +69,10 @@ spec:
 fn job_is_scheduled_on_kwok_node_and_completes() {
     let cluster = Cluster::shared();
     let ns = cluster.fresh_namespace("smoke-complete");
-    cluster.apply_yaml_in(&ns, &job_yaml("ok", "", ""));
+    cluster.apply_yaml_in(
+        &ns,
+        &job_yaml("ok", "", &format!(r#""{MESSAGE_ANNOTATION}": "all good""#)),
+    );
 
     let job = wait_job_condition(cluster, &ns, "ok", "Complete");
     assert_eq!(job["status"]["succeeded"], 1, "job status: {job:#}");
@@ -85,6 +88,7 @@ fn job_is_scheduled_on_kwok_node_and_completes() {
     let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(terminated["exitCode"], 0, "pod: {pod:#}");
     assert_eq!(terminated["reason"], "Completed", "pod: {pod:#}");
+    assert_eq!(terminated["message"], "all good", "pod: {pod:#}");
 }
 
 #[test]
