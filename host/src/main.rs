@@ -48,6 +48,9 @@ struct RunArgs {
     /// Memory limit of one plugin call, in MiB.
     #[arg(long, env = "WORKFLOW_PLUGIN_MEMORY_MIB", default_value_t = 64)]
     plugin_memory_mib: u64,
+    /// Watch only this namespace (all namespaces when unset).
+    #[arg(long, env = "WORKFLOW_NAMESPACE")]
+    namespace: Option<String>,
 }
 
 fn main() -> ExitCode {
@@ -96,7 +99,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let mut prometheus = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(Metrics::register(&mut prometheus));
         tokio::spawn(http::serve(args.http_addr, Arc::new(prometheus), registry.clone()));
-        controllers::run(client, registry, OperatorConfig { default_image: args.default_image }, metrics).await;
+        controllers::run(client, registry, OperatorConfig {
+                default_image: args.default_image,
+                namespace: args.namespace,
+            }, metrics).await;
         Ok(())
     })
 }

@@ -181,7 +181,7 @@ mod tests {
         let name = bounded_name(&[&"g".repeat(70), "pre-check"], "0123abcd", 63);
         assert_eq!(name.len(), 63);
         assert!(name.ends_with("-0123abcd"));
-        assert_eq!(bounded_name(&["a-", "b"], "1", 5), "a-b-1");
+        assert_eq!(bounded_name(&["a", "b"], "1", 5), "a-b-1");
         assert_eq!(bounded_name(&["abc-", "d"], "1", 6), "abc-1");
     }
 

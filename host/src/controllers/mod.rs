@@ -55,6 +55,8 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 pub struct OperatorConfig {
     /// Image of a step's container when the step names none.
     pub default_image: String,
+    /// Watch only this namespace; all namespaces when `None`.
+    pub namespace: Option<String>,
 }
 
 /// What every reconcile needs.
@@ -175,9 +177,14 @@ pub async fn run(client: Client, registry: PluginRegistry, config: OperatorConfi
         metrics,
         config,
     });
-    let groups: Api<WorkflowGroup> = Api::all(client.clone());
-    let workflows: Api<Workflow> = Api::all(client.clone());
-    let jobs: Api<Job> = Api::all(client.clone());
+    let (groups, workflows, jobs): (Api<WorkflowGroup>, Api<Workflow>, Api<Job>) = match &ctx.config.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone()), Api::all(client.clone())),
+    };
     let controller_config = ControllerConfig::default().concurrency(8);
 
     let group_controller = Controller::new(groups, watcher::Config::default())

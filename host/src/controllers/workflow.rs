@@ -380,3 +380,245 @@ pub fn error_policy(workflow: Arc<Workflow>, error: &Error, ctx: Arc<Context>) -
     ctx.metrics.reconcile_failed("workflow");
     Action::requeue(error.backoff())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+    };
+    use kube::api::ObjectMeta;
+
+    use super::*;
+    use crate::api::{WorkflowSpec, WorkflowStep};
+    use crate::plugin::{Context as PluginContext, Step, StepOutcome};
+
+    /// A plugin stand-in: gates by a fixed answer and judges by exit code, recording what it saw.
+    struct Judge {
+        gate: Gate,
+        seen: RefCell<Vec<StepOutcome>>,
+        retry_exit_code: Option<i32>,
+    }
+
+    impl Judge {
+        fn new() -> Self {
+            Judge { gate: Gate::StartNow, seen: RefCell::default(), retry_exit_code: None }
+        }
+    }
+
+    impl StepJudge for Judge {
+        fn gate(&self, _: &Step, _: &PluginContext) -> Result<Gate, String> {
+            Ok(self.gate)
+        }
+        fn evaluate(&self, _: &Step, outcome: &StepOutcome) -> Result<Verdict, String> {
+            self.seen.borrow_mut().push(outcome.clone());
+            Ok(match outcome.exit_code {
+                Some(0) => Verdict::Completed,
+                code if code == self.retry_exit_code => Verdict::Retry("temporary".into()),
+                _ => Verdict::Failed(format!("exit code {:?}: {}", outcome.exit_code, outcome.message)),
+            })
+        }
+    }
+
+    fn workflow(steps: &[(&str, &[&str])]) -> Workflow {
+        let mut wf = Workflow::new(
+            "wf",
+            WorkflowSpec {
+                type_: "pre-check".into(),
+                steps: steps
+                    .iter()
+                    .map(|(name, deps)| WorkflowStep {
+                        name: (*name).into(),
+                        command: format!("{name}.sh"),
+                        depends_on: deps.iter().map(|d| (*d).into()).collect(),
+                        ..WorkflowStep::default()
+                    })
+                    .collect(),
+                targets: vec![],
+                cluster_name: "c".into(),
+                paused: false,
+            },
+        );
+        wf.metadata.namespace = Some("ns".into());
+        wf.metadata.uid = Some("uid-1".into());
+        wf
+    }
+
+    fn finished_job(wf: &Workflow, step: &str, attempt: u32, exit_code: i32, message: &str) -> (Job, Pod) {
+        let mut job = build_job(wf, wf.spec.steps.iter().find(|s| s.name == step).unwrap(), attempt, "busybox");
+        let ok = exit_code == 0;
+        job.status = Some(JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: if ok { "Complete" } else { "Failed" }.into(),
+                status: "True".into(),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        });
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("{}-pod", job.name_any())),
+                labels: Some([("batch.kubernetes.io/job-name".to_string(), job.name_any())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                container_statuses: Some(vec![ContainerStatus {
+                    name: "step".into(),
+                    state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            exit_code,
+                            message: Some(message.into()),
+                            ..ContainerStateTerminated::default()
+                        }),
+                        ..ContainerState::default()
+                    }),
+                    ..ContainerStatus::default()
+                }]),
+                ..PodStatus::default()
+            }),
+        };
+        (job, pod)
+    }
+
+    fn running_job(wf: &Workflow, step: &str, attempt: u32) -> Job {
+        build_job(wf, wf.spec.steps.iter().find(|s| s.name == step).unwrap(), attempt, "busybox")
+    }
+
+    fn plugin_ref() -> PluginRef {
+        PluginRef { version: "0.1.0".into(), digest: "abc".into() }
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    const SEED: &[(&str, &[&str])] = &[("validate-nodes", &[]), ("check-network", &["validate-nodes"])];
+
+    #[test]
+    fn a_new_workflow_starts_only_the_steps_without_dependencies() {
+        let wf = workflow(&[("a", &[]), ("b", &["a"]), ("c", &[])]);
+        let plan = plan_workflow(&wf, &ObservedJobs::default(), &Judge::new(), &plugin_ref(), now());
+        assert_eq!(plan.start, [("a".to_string(), 1), ("c".to_string(), 1)]);
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::RUNNING));
+        assert_eq!(plan.status.step_status["b"], phase::PENDING);
+        assert_eq!(plan.status.progress.as_deref(), Some("0/3"));
+        assert_eq!(plan.status.plugin, Some(plugin_ref()));
+    }
+
+    #[test]
+    fn a_dependent_starts_once_its_dependency_is_judged_completed() {
+        let wf = workflow(SEED);
+        let (job, pod) = finished_job(&wf, "validate-nodes", 1, 0, "all good");
+        let observed = ObservedJobs::new(vec![job], vec![pod]);
+        let judge = Judge::new();
+        let plan = plan_workflow(&wf, &observed, &judge, &plugin_ref(), now());
+        assert_eq!(plan.start, [("check-network".to_string(), 1)]);
+        assert_eq!(plan.status.step_status["validate-nodes"], phase::COMPLETED);
+        assert_eq!(judge.seen.borrow()[0].message, "all good");
+        assert_eq!(judge.seen.borrow()[0].exit_code, Some(0));
+    }
+
+    #[test]
+    fn a_running_job_is_not_started_twice() {
+        let wf = workflow(SEED);
+        let observed = ObservedJobs::new(vec![running_job(&wf, "validate-nodes", 1)], vec![]);
+        let plan = plan_workflow(&wf, &observed, &Judge::new(), &plugin_ref(), now());
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.status.step_status["validate-nodes"], phase::RUNNING);
+    }
+
+    #[test]
+    fn all_steps_completed_completes_the_workflow() {
+        let wf = workflow(SEED);
+        let (j1, p1) = finished_job(&wf, "validate-nodes", 1, 0, "");
+        let (j2, p2) = finished_job(&wf, "check-network", 1, 0, "");
+        let plan = plan_workflow(&wf, &ObservedJobs::new(vec![j1, j2], vec![p1, p2]), &Judge::new(), &plugin_ref(), now());
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::COMPLETED));
+        assert_eq!(plan.status.conditions[0].status, "True");
+        assert!(plan.status.completion_time.is_some());
+        assert!(plan.events.iter().any(|e| e.reason == "WorkflowCompleted"));
+    }
+
+    #[test]
+    fn a_failed_verdict_fails_the_workflow_naming_the_step_and_reason() {
+        let wf = workflow(SEED);
+        let (job, pod) = finished_job(&wf, "validate-nodes", 1, 3, "disk full");
+        let plan = plan_workflow(&wf, &ObservedJobs::new(vec![job], vec![pod]), &Judge::new(), &plugin_ref(), now());
+        assert!(plan.start.is_empty(), "nothing starts after a failure");
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
+        assert_eq!(plan.status.step_status["validate-nodes"], phase::FAILED);
+        assert_eq!(plan.status.step_status["check-network"], phase::PENDING);
+        let cond = &plan.status.conditions[0];
+        assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "StepFailed"));
+        assert!(cond.message.contains("validate-nodes") && cond.message.contains("disk full"), "{}", cond.message);
+        assert!(plan.events.iter().any(|e| e.reason == "StepFailed" && e.message.contains("disk full")));
+    }
+
+    #[test]
+    fn a_retry_verdict_starts_the_next_attempt_within_the_budget_and_fails_after_it() {
+        let mut wf = workflow(&[("flaky", &[])]);
+        wf.spec.steps[0].retries = Some(1);
+        let judge = Judge { retry_exit_code: Some(75), ..Judge::new() };
+        let (job, pod) = finished_job(&wf, "flaky", 1, 75, "busy");
+        let plan = plan_workflow(&wf, &ObservedJobs::new(vec![job.clone()], vec![pod.clone()]), &judge, &plugin_ref(), now());
+        assert_eq!(plan.start, [("flaky".to_string(), 2)]);
+        assert_eq!(plan.status.step_details["flaky"].attempts, 2);
+
+        let (job2, pod2) = finished_job(&wf, "flaky", 2, 75, "still busy");
+        let plan = plan_workflow(&wf, &ObservedJobs::new(vec![job, job2], vec![pod, pod2]), &judge, &plugin_ref(), now());
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
+        assert!(plan.status.conditions[0].message.contains("after 2 attempt(s)"));
+    }
+
+    #[test]
+    fn a_gated_step_waits_and_requeues_for_exactly_its_time() {
+        let wf = workflow(&[("run", &[])]);
+        let at = now().as_second() + 42;
+        let judge = Judge { gate: Gate::NotBefore(at), ..Judge::new() };
+        let plan = plan_workflow(&wf, &ObservedJobs::default(), &judge, &plugin_ref(), now());
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(42)));
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::PENDING));
+        assert_eq!(plan.status.conditions[0].reason, "WaitingForSchedule");
+
+        let judge = Judge { gate: Gate::NotBefore(now().as_second()), ..Judge::new() };
+        let plan = plan_workflow(&wf, &ObservedJobs::default(), &judge, &plugin_ref(), now());
+        assert_eq!(plan.start, [("run".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_paused_workflow_starts_nothing() {
+        let mut wf = workflow(SEED);
+        wf.spec.paused = true;
+        let plan = plan_workflow(&wf, &ObservedJobs::default(), &Judge::new(), &plugin_ref(), now());
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.status.conditions[0].reason, "Paused");
+    }
+
+    #[test]
+    fn a_cyclic_graph_fails_the_workflow_with_the_cycle_named() {
+        let wf = workflow(&[("a", &["b"]), ("b", &["a"])]);
+        let plan = plan_workflow(&wf, &ObservedJobs::default(), &Judge::new(), &plugin_ref(), now());
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
+        assert_eq!(plan.status.conditions[0].reason, "InvalidSteps");
+        assert!(plan.status.conditions[0].message.contains("a -> b -> a"));
+    }
+
+    #[test]
+    fn job_names_fit_in_63_characters_and_differ_per_attempt() {
+        let mut wf = workflow(SEED);
+        wf.metadata.name = Some("w".repeat(60));
+        let a1 = job_name(&wf, "validate-nodes", 1);
+        let a2 = job_name(&wf, "validate-nodes", 2);
+        assert!(a1.len() <= 63 && a2.len() <= 63);
+        assert_ne!(a1, a2);
+        assert_eq!(a1, job_name(&wf, "validate-nodes", 1));
+    }
+
+    use super::super::job::job_name;
+}

@@ -89,7 +89,7 @@ pub fn plan_group(
     status.progress = Some(format!("{completed}/{}", types.len()));
     let started = !status.workflows.is_empty();
 
-    let mut wait = |status: &mut WorkflowGroupStatus, reason: &str, message: String, events: &mut Vec<Transition>| {
+    let wait = |status: &mut WorkflowGroupStatus, reason: &str, message: String, events: &mut Vec<Transition>| {
         status.phase = Some(if started { phase::RUNNING } else { phase::PENDING }.into());
         let changed = !old.conditions.iter().any(|c| c.type_ == CONDITION_SUCCEEDED && c.reason == reason && c.message == message);
         if changed && reason != "Running" {
@@ -364,4 +364,136 @@ pub fn error_policy(group: Arc<WorkflowGroup>, error: &Error, ctx: Arc<Context>)
     warn!(group = %group.name_any(), namespace = ?group.namespace(), %error, "reconcile failed");
     ctx.metrics.reconcile_failed("workflowgroup");
     Action::requeue(error.backoff())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> WorkflowGroup {
+        let mut group: WorkflowGroup =
+            serde_yaml::from_str(include_str!("../../../examples/workflowgroup-sample.yaml")).unwrap();
+        group.metadata.uid = Some("uid-g".into());
+        group.metadata.generation = Some(1);
+        group
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn all_loaded() -> BTreeMap<String, PluginState> {
+        ["pre-check", "setup", "post-check"]
+            .into_iter()
+            .map(|t| (t.to_string(), PluginState::Loaded(Ok(()))))
+            .collect()
+    }
+
+    fn observed(entries: &[(&str, &str)]) -> BTreeMap<String, ObservedWorkflow> {
+        entries
+            .iter()
+            .map(|(t, p)| {
+                (t.to_string(), ObservedWorkflow { name: format!("wf-{t}"), phase: p.to_string(), message: "step x failed: boom".into() })
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_new_group_creates_only_its_first_workflow() {
+        let plan = plan_group(&sample(), &BTreeMap::new(), &all_loaded(), now());
+        assert_eq!(plan.create.as_deref(), Some("pre-check"));
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::RUNNING));
+        assert_eq!(plan.status.progress.as_deref(), Some("0/3"));
+    }
+
+    #[test]
+    fn the_next_workflow_waits_for_the_previous_to_complete() {
+        let plan = plan_group(&sample(), &observed(&[("pre-check", "Running")]), &all_loaded(), now());
+        assert_eq!(plan.create, None);
+        let plan = plan_group(&sample(), &observed(&[("pre-check", "Completed")]), &all_loaded(), now());
+        assert_eq!(plan.create.as_deref(), Some("setup"));
+        assert_eq!(plan.status.workflows.len(), 1);
+        assert_eq!(plan.status.progress.as_deref(), Some("1/3"));
+    }
+
+    #[test]
+    fn the_first_failed_workflow_fails_the_group_and_nothing_more_is_created() {
+        let plan = plan_group(&sample(), &observed(&[("pre-check", "Completed"), ("setup", "Failed")]), &all_loaded(), now());
+        assert_eq!(plan.create, None);
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
+        let cond = &plan.status.conditions[0];
+        assert_eq!(cond.status, "False");
+        assert!(cond.message.contains("wf-setup") && cond.message.contains("boom"), "{}", cond.message);
+    }
+
+    #[test]
+    fn all_completed_completes_the_group() {
+        let plan = plan_group(
+            &sample(),
+            &observed(&[("pre-check", "Completed"), ("setup", "Completed"), ("post-check", "Completed")]),
+            &all_loaded(),
+            now(),
+        );
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::COMPLETED));
+        assert_eq!(plan.status.progress.as_deref(), Some("3/3"));
+        assert!(plan.events.iter().any(|e| e.reason == "GroupCompleted"));
+    }
+
+    #[test]
+    fn a_missing_plugin_keeps_a_new_group_pending_naming_the_type() {
+        let mut plugins = all_loaded();
+        plugins.insert("post-check".into(), PluginState::Missing);
+        let plan = plan_group(&sample(), &BTreeMap::new(), &plugins, now());
+        assert_eq!(plan.create, None);
+        assert_eq!(plan.status.phase.as_deref(), Some(phase::PENDING));
+        let cond = &plan.status.conditions[0];
+        assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("Unknown", "PluginMissing"));
+        assert!(cond.message.contains("\"post-check\""), "{}", cond.message);
+    }
+
+    #[test]
+    fn invalid_params_keep_the_group_pending_with_the_plugins_message() {
+        let mut plugins = all_loaded();
+        plugins.insert("setup".into(), PluginState::Loaded(Err("missing field `version`".into())));
+        let plan = plan_group(&sample(), &BTreeMap::new(), &plugins, now());
+        assert_eq!(plan.create, None);
+        assert_eq!(plan.status.conditions[0].reason, "InvalidParams");
+        assert!(plan.status.conditions[0].message.contains("spec.params.setup: missing field `version`"));
+    }
+
+    #[test]
+    fn a_paused_group_creates_nothing_and_resumes_when_unpaused() {
+        let mut group = sample();
+        group.spec.paused = true;
+        let plan = plan_group(&group, &observed(&[("pre-check", "Completed")]), &all_loaded(), now());
+        assert_eq!(plan.create, None);
+        assert_eq!(plan.status.conditions[0].reason, "Paused");
+        group.spec.paused = false;
+        let plan = plan_group(&group, &observed(&[("pre-check", "Completed")]), &all_loaded(), now());
+        assert_eq!(plan.create.as_deref(), Some("setup"));
+    }
+
+    #[test]
+    fn a_type_listed_twice_or_params_for_an_unknown_type_is_an_invalid_spec() {
+        let mut group = sample();
+        group.spec.workflow_steps.push("setup".into());
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        assert_eq!(plan.status.conditions[0].reason, "InvalidSpec");
+        assert!(plan.status.conditions[0].message.contains("listed twice"));
+
+        let mut group = sample();
+        group.spec.params.insert("nope".into(), serde_json::json!({}));
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        assert_eq!(plan.status.conditions[0].reason, "InvalidSpec");
+        assert!(plan.status.conditions[0].message.contains("spec.params.nope"));
+    }
+
+    #[test]
+    fn a_finished_group_is_left_alone() {
+        let mut group = sample();
+        group.status = Some(WorkflowGroupStatus { phase: Some(phase::COMPLETED.into()), ..Default::default() });
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        assert_eq!(plan.create, None);
+        assert_eq!(plan.status, group.status.clone().unwrap());
+    }
 }
