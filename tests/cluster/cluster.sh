@@ -213,9 +213,11 @@ all_healthy() {
 
 stop_all() {
   local c pid pids=() quiet="${1:-}"
-  # Stop in reverse start order.
-  for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do
-    c="${COMPONENTS[$i]}"
+  # Stop in reverse start order; `make demo`'s operator (pids/operator.pid, its plugin
+  # directory inside the state directory) goes first.
+  local order=(operator)
+  for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do order+=("${COMPONENTS[$i]}"); done
+  for c in "${order[@]}"; do
     if is_running "${c}"; then
       pid="$(pid_of "${c}")"
       [[ -n "${quiet}" ]] || log "stopping ${c} (pid ${pid})"
