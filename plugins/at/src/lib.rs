@@ -43,7 +43,6 @@ pub struct AtParams {
     /// The command, run by `/bin/sh -c` in the step's container.
     pub command: String,
     /// The container image; the operator's default image when absent.
-    #[serde(default)]
     pub image: Option<String>,
 }
 
@@ -223,6 +222,7 @@ mod tests {
             serde_json::json!(["schedule", "command"])
         );
         assert_eq!(schema["properties"]["schedule"]["format"], "date-time");
+        assert!(schema["properties"]["image"].get("default").is_none());
     }
 
     use workflow_plugin_sdk::serde_json;
