@@ -1,0 +1,134 @@
+//! `workflow-operator plugin inspect|render|eval`, run as a plugin author runs them.
+
+mod plugin_support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use plugin_support::{builtin_path, test_plugin_path};
+
+fn sample_group() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/workflowgroup-sample.yaml")
+}
+
+fn plugin_cli(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .arg("plugin")
+        .args(args)
+        .output()
+        .expect("run workflow-operator")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+/// Paths as arguments, checking first that `make plugins` ran.
+fn arg(path: PathBuf) -> String {
+    assert!(path.exists(), "{} is missing; run `make plugins` first", path.display());
+    path.display().to_string()
+}
+
+/// A failure is a non-zero exit with one line on stderr.
+fn assert_fails_with_one_line(output: &Output, expected: &str) {
+    assert!(!output.status.success(), "expected a failure, got {output:?}");
+    let err = stderr(output);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "stderr must be one line: {err}");
+    assert!(lines[0].starts_with("error: "), "{err}");
+    assert!(lines[0].contains(expected), "expected {expected:?} in {err}");
+}
+
+#[test]
+fn inspect_prints_type_versions_digest_size_and_schema() {
+    let output = plugin_cli(&["inspect", &arg(builtin_path("at"))]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert!(out.contains("type:             at"), "{out}");
+    assert!(out.contains("contract version: workflow:plugin@0.1.0"), "{out}");
+    assert!(out.contains("digest:           sha256:"), "{out}");
+    assert!(out.contains("size:"), "{out}");
+    assert!(out.contains("\"schedule\""), "the params schema: {out}");
+}
+
+#[test]
+fn inspect_says_why_a_plugin_cannot_load_in_one_line() {
+    let output = plugin_cli(&["inspect", &arg(test_plugin_path("wrong-contract"))]);
+    assert_fails_with_one_line(&output, "workflow:plugin@0.2.0");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let garbage = dir.path().join("garbage.wasm");
+    std::fs::write(&garbage, b"garbage").expect("write");
+    let output = plugin_cli(&["inspect", &garbage.display().to_string()]);
+    assert_fails_with_one_line(&output, "not a WebAssembly component");
+}
+
+#[test]
+fn render_prints_the_workflow_the_operator_would_create() {
+    let output = plugin_cli(&[
+        "render",
+        &arg(builtin_path("pre-check")),
+        "--group",
+        &arg(sample_group()),
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let workflow: serde_yaml::Value = serde_yaml::from_str(&stdout(&output)).expect("YAML");
+    assert_eq!(workflow["kind"].as_str(), Some("Workflow"));
+    assert_eq!(workflow["spec"]["type"].as_str(), Some("pre-check"));
+    let steps = workflow["spec"]["steps"].as_sequence().expect("steps");
+    let names: Vec<&str> = steps.iter().filter_map(|s| s["name"].as_str()).collect();
+    assert_eq!(names, ["validate-nodes", "check-network"]);
+    assert_eq!(steps[1]["dependsOn"][0].as_str(), Some("validate-nodes"));
+    assert_eq!(steps[0]["command"].as_str(), Some("validate-nodes.sh"));
+}
+
+#[test]
+fn render_of_a_type_the_group_does_not_run_fails() {
+    let output = plugin_cli(&[
+        "render",
+        &arg(builtin_path("at")),
+        "--group",
+        &arg(sample_group()),
+    ]);
+    assert_fails_with_one_line(&output, "workflowSteps");
+}
+
+#[test]
+fn eval_prints_the_verdict() {
+    let pre_check = arg(builtin_path("pre-check"));
+    let group = arg(sample_group());
+    let eval = |exit_code: &str, message: &str| {
+        plugin_cli(&[
+            "eval", &pre_check, "--group", &group, "--step", "check-network", "--exit-code",
+            exit_code, "--message", message,
+        ])
+    };
+    let output = eval("0", "");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(stdout(&output).trim(), "completed");
+    let output = eval("0", "UNREACHABLE node-2: no route to host");
+    assert!(output.status.success(), "a verdict is output, not a failure: {output:?}");
+    let out = stdout(&output);
+    assert!(out.starts_with("failed: ") && out.contains("node-2"), "{out}");
+    let output = eval("3", "boom");
+    assert!(output.status.success());
+    assert!(stdout(&output).starts_with("failed: "), "{}", stdout(&output));
+}
+
+#[test]
+fn eval_of_an_unknown_step_lists_the_steps() {
+    let output = plugin_cli(&[
+        "eval",
+        &arg(builtin_path("pre-check")),
+        "--group",
+        &arg(sample_group()),
+        "--step",
+        "nope",
+        "--exit-code",
+        "0",
+    ]);
+    assert_fails_with_one_line(&output, "validate-nodes, check-network");
+}

@@ -1,0 +1,381 @@
+//! The plugin runtime driven with the built plugins (`make plugins`): the four built-in types,
+//! and hostile plugins that must each be contained with a clear error.
+
+mod plugin_support;
+
+use std::time::Instant;
+
+use plugin_support::{builtin, load_builtin, runtime, sample_context, test_plugin};
+use serde_json::json;
+use workflow_operator::plugin::{
+    Gate, PluginError, Runtime, RuntimeConfig, Step, StepOutcome, Verdict,
+};
+
+fn step(name: &str, description: &str, command: &str, depends_on: &[&str]) -> Step {
+    Step {
+        name: name.into(),
+        description: description.into(),
+        command: command.into(),
+        depends_on: depends_on.iter().map(|s| s.to_string()).collect(),
+        ..Step::default()
+    }
+}
+
+fn outcome(exit_code: i32, message: &str) -> StepOutcome {
+    StepOutcome {
+        succeeded: exit_code == 0,
+        exit_code: Some(exit_code),
+        message: message.into(),
+        attempt: 1,
+        duration_ms: 1200,
+    }
+}
+
+/// A good plugin still answers: run after every hostile call.
+fn good_plugin_still_works() {
+    let steps = load_builtin("pre-check")
+        .template(&sample_context(json!({}), 0))
+        .expect("pre-check templates after a hostile call");
+    assert_eq!(steps.len(), 2);
+}
+
+#[test]
+fn pre_check_describes_itself_and_templates_the_seeds_steps() {
+    let plugin = load_builtin("pre-check");
+    assert_eq!(plugin.info().type_name, "pre-check");
+    assert!(!plugin.info().version.is_empty());
+    assert_eq!(plugin.digest().len(), 64);
+    assert!(plugin.size() > 0 && plugin.size() < 1 << 20, "size {}", plugin.size());
+    let steps = plugin
+        .template(&sample_context(json!({}), 1_700_000_000))
+        .expect("template");
+    assert_eq!(
+        steps,
+        vec![
+            step("validate-nodes", "验证节点配置", "validate-nodes.sh", &[]),
+            step("check-network", "检查网络连接", "check-network.sh", &["validate-nodes"]),
+        ]
+    );
+}
+
+#[test]
+fn setup_and_post_check_template_the_seeds_steps() {
+    let ctx = sample_context(json!({}), 1_700_000_000);
+    assert_eq!(
+        load_builtin("setup").template(&ctx).expect("setup template"),
+        vec![
+            step("install-packages", "安装必要软件包", "install-packages.sh", &[]),
+            step("configure-nodes", "配置节点", "configure-nodes.sh", &["install-packages"]),
+        ]
+    );
+    assert_eq!(
+        load_builtin("post-check").template(&ctx).expect("post-check template"),
+        vec![step("verify-installation", "验证安装结果", "verify-installation.sh", &[])]
+    );
+}
+
+#[test]
+fn check_step_exiting_zero_with_an_unreachable_target_fails_naming_it() {
+    let plugin = load_builtin("pre-check");
+    let check = step("check-network", "检查网络连接", "check-network.sh", &["validate-nodes"]);
+    let verdict = plugin
+        .evaluate(&check, &outcome(0, "OK node-1\nUNREACHABLE node-2: no route to host\n"))
+        .expect("evaluate");
+    match verdict {
+        Verdict::Failed(reason) => assert!(reason.contains("node-2"), "reason: {reason}"),
+        other => panic!("expected Failed naming node-2, got {other:?}"),
+    }
+    assert_eq!(
+        plugin.evaluate(&check, &outcome(0, "OK node-1\nOK node-2\n")).expect("evaluate"),
+        Verdict::Completed
+    );
+    match plugin.evaluate(&check, &outcome(2, "boom")).expect("evaluate") {
+        Verdict::Failed(reason) => assert!(reason.contains("exit code 2"), "reason: {reason}"),
+        other => panic!("expected Failed with the exit code, got {other:?}"),
+    }
+}
+
+#[test]
+fn setup_asks_for_a_retry_on_a_temporary_failure() {
+    let plugin = load_builtin("setup");
+    let install = step("install-packages", "安装必要软件包", "install-packages.sh", &[]);
+    assert!(matches!(
+        plugin.evaluate(&install, &outcome(75, "mirror busy")).expect("evaluate"),
+        Verdict::Retry(_)
+    ));
+    assert_eq!(
+        plugin.evaluate(&install, &outcome(0, "")).expect("evaluate"),
+        Verdict::Completed
+    );
+}
+
+#[test]
+fn at_gates_its_step_until_the_schedule() {
+    let plugin = load_builtin("at");
+    let params = json!({"schedule": "2026-01-30T21:04:00Z", "command": "echo QAQ"});
+    plugin.validate(&params).expect("valid params");
+    let schedule = 1_769_807_040; // 2026-01-30T21:04:00Z
+    let before = sample_context(params.clone(), schedule - 60);
+    let steps = plugin.template(&before).expect("template");
+    assert_eq!(steps.len(), 1);
+    assert_eq!(steps[0].command, "echo QAQ");
+    assert_eq!(plugin.gate(&steps[0], &before).expect("gate"), Gate::NotBefore(schedule));
+    let after = sample_context(params, schedule + 1);
+    assert_eq!(plugin.gate(&steps[0], &after).expect("gate"), Gate::StartNow);
+    assert_eq!(
+        plugin.evaluate(&steps[0], &outcome(0, "QAQ")).expect("evaluate"),
+        Verdict::Completed
+    );
+}
+
+#[test]
+fn at_rejects_a_schedule_that_does_not_parse_naming_the_field() {
+    let plugin = load_builtin("at");
+    let err = plugin
+        .validate(&json!({"schedule": "tomorrow", "command": "echo QAQ"}))
+        .expect_err("invalid schedule");
+    assert!(matches!(err, PluginError::InvalidParams { .. }), "{err:?}");
+    assert!(err.to_string().contains("schedule"), "{err}");
+}
+
+#[test]
+fn params_are_checked_against_the_declared_schema_first_naming_the_path() {
+    let plugin = load_builtin("at");
+    let err = plugin
+        .validate(&json!({"schedule": 5, "command": "echo QAQ"}))
+        .expect_err("schedule of the wrong type");
+    assert!(matches!(err, PluginError::InvalidParams { .. }), "{err:?}");
+    assert!(err.to_string().contains("/schedule"), "{err}");
+    let err = plugin.validate(&json!({"command": "x"})).expect_err("missing field");
+    assert!(err.to_string().contains("schedule"), "{err}");
+}
+
+#[test]
+fn loading_the_same_bytes_twice_reuses_the_compilation() {
+    let bytes = builtin("post-check");
+    let first = runtime().load(&bytes, "a.wasm").expect("load");
+    let started = Instant::now();
+    let second = runtime().load(&bytes, "b.wasm").expect("load again");
+    assert!(started.elapsed().as_millis() < 50, "cached load took {:?}", started.elapsed());
+    assert_eq!(first.digest(), second.digest());
+    assert_eq!(second.origin(), "b.wasm");
+}
+
+fn hostile(mode: &str) -> Result<Vec<Step>, PluginError> {
+    let plugin = runtime()
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("hostile loads");
+    plugin.template(&sample_context(json!({ "mode": mode }), 0))
+}
+
+#[test]
+fn hostile_ok_mode_templates() {
+    hostile("ok").expect("ok mode works");
+}
+
+#[test]
+fn an_infinite_loop_is_stopped_at_the_time_limit() {
+    let started = Instant::now();
+    let err = hostile("loop").expect_err("loop must time out");
+    let elapsed = started.elapsed();
+    assert!(matches!(err, PluginError::Timeout { .. }), "{err:?}");
+    assert!(err.to_string().contains("exceeded its 1s time limit"), "{err}");
+    assert!(elapsed.as_millis() < 3000, "took {elapsed:?}");
+    good_plugin_still_works();
+}
+
+#[test]
+fn a_memory_bomb_is_stopped_at_the_memory_cap() {
+    let err = hostile("oom").expect_err("oom must fail");
+    assert!(matches!(err, PluginError::MemoryExhausted { .. }), "{err:?}");
+    assert!(err.to_string().contains("64 MiB"), "{err}");
+    good_plugin_still_works();
+}
+
+#[test]
+fn deep_recursion_is_a_trap() {
+    let err = hostile("recurse").expect_err("recursion must fail");
+    assert!(
+        matches!(err, PluginError::Trap { .. } | PluginError::MemoryExhausted { .. }),
+        "{err:?}"
+    );
+    good_plugin_still_works();
+}
+
+#[test]
+fn a_panic_is_a_trap_with_its_message() {
+    let err = hostile("trap").expect_err("trap must fail");
+    let PluginError::Trap { call, message, .. } = &err else {
+        panic!("expected a trap, got {err:?}");
+    };
+    assert_eq!(*call, "template");
+    assert!(message.contains("unreachable"), "{message}");
+    assert!(message.contains("traps on purpose in template"), "the panic message: {message}");
+    assert!(err.to_string().contains("hostile"), "{err}");
+    good_plugin_still_works();
+}
+
+#[test]
+fn huge_output_is_refused() {
+    let err = hostile("huge").expect_err("huge output must fail");
+    assert!(
+        matches!(err, PluginError::InvalidOutput { .. } | PluginError::MemoryExhausted { .. }),
+        "{err:?}"
+    );
+    good_plugin_still_works();
+}
+
+#[test]
+fn duplicate_step_names_are_invalid_output() {
+    let err = hostile("bad-graph").expect_err("bad graph");
+    assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
+    assert!(err.to_string().contains("more than once"), "{err}");
+}
+
+#[test]
+fn a_cyclic_step_graph_is_invalid_output() {
+    let err = hostile("cycle").expect_err("cycle");
+    assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
+    assert!(err.to_string().contains("cycle"), "{err}");
+}
+
+#[test]
+fn a_string_too_long_is_invalid_output() {
+    let err = hostile("huge-command").expect_err("huge command");
+    assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
+    assert!(err.to_string().contains("command has 10485760 bytes"), "{err}");
+    good_plugin_still_works();
+}
+
+#[test]
+fn a_template_error_is_reported_with_the_plugins_message() {
+    let err = hostile("error").expect_err("error");
+    assert!(matches!(err, PluginError::TemplateFailed { .. }), "{err:?}");
+    assert!(err.to_string().contains("hostile template error"), "{err}");
+}
+
+#[test]
+fn a_log_flood_is_bounded_and_the_call_still_succeeds() {
+    let started = Instant::now();
+    let steps = hostile("log-flood").expect("log flood is not an error");
+    assert_eq!(steps.len(), 1);
+    assert!(started.elapsed().as_secs() < 5, "took {:?}", started.elapsed());
+}
+
+#[test]
+fn gate_and_evaluate_are_contained_too() {
+    let plugin = runtime()
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("hostile loads");
+    let ctx = sample_context(json!({}), 0);
+    let named = |name: &str| Step {
+        name: name.into(),
+        command: "true".into(),
+        ..Step::default()
+    };
+    let err = plugin.gate(&named("loop"), &ctx).expect_err("gate loops");
+    assert!(matches!(err, PluginError::Timeout { call: "gate", .. }), "{err:?}");
+    let err = plugin.evaluate(&named("trap"), &outcome(0, "")).expect_err("evaluate traps");
+    assert!(matches!(err, PluginError::Trap { call: "evaluate", .. }), "{err:?}");
+    assert!(err.to_string().contains("traps on purpose in evaluate"), "{err}");
+    let err = plugin.evaluate(&named("huge"), &outcome(0, "")).expect_err("huge reason");
+    assert!(matches!(err, PluginError::InvalidOutput { call: "evaluate", .. }), "{err:?}");
+    let err = plugin.gate(&named("oom"), &ctx).expect_err("gate oom");
+    assert!(matches!(err, PluginError::MemoryExhausted { call: "gate", .. }), "{err:?}");
+    assert_eq!(plugin.gate(&named("fine"), &ctx).expect("gate"), Gate::StartNow);
+    assert_eq!(plugin.evaluate(&named("fine"), &outcome(0, "")).expect("evaluate"), Verdict::Completed);
+}
+
+#[test]
+fn a_dependency_on_a_missing_step_is_invalid_output() {
+    let err = hostile("missing-dep").expect_err("missing dep");
+    assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
+    assert!(err.to_string().contains("depends on"), "{err}");
+}
+
+#[test]
+fn a_step_name_kubernetes_cannot_use_is_invalid_output() {
+    let err = hostile("bad-name").expect_err("bad name");
+    assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
+    assert!(err.to_string().contains("invalid"), "{err}");
+}
+
+#[test]
+fn a_plugin_for_another_contract_version_is_refused_naming_both_versions() {
+    let err = runtime()
+        .load(&test_plugin("wrong-contract"), "wrong-contract.wasm")
+        .expect_err("wrong contract");
+    assert!(matches!(err, PluginError::WrongContract { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("workflow:plugin@0.2.0"), "{message}");
+    assert!(message.contains("workflow:plugin@0.1.0"), "{message}");
+    assert!(message.contains("wrong-contract.wasm"), "{message}");
+    good_plugin_still_works();
+}
+
+#[test]
+fn a_component_without_the_export_is_refused() {
+    let err = runtime()
+        .load(&test_plugin("no-export"), "no-export.wasm")
+        .expect_err("no export");
+    assert!(matches!(err, PluginError::MissingExport { .. }), "{err:?}");
+    assert!(err.to_string().contains("workflow:plugin/workflow-type@0.1.0"), "{err}");
+}
+
+#[test]
+fn garbage_bytes_are_not_a_component() {
+    let err = runtime()
+        .load(b"this is not wasm at all", "garbage.wasm")
+        .expect_err("garbage");
+    assert!(matches!(err, PluginError::NotAComponent { .. }), "{err:?}");
+    assert!(err.to_string().contains("garbage.wasm"), "{err}");
+}
+
+#[test]
+fn a_core_module_is_not_a_component() {
+    let err = runtime()
+        .load(b"\0asm\x01\0\0\0", "core.wasm")
+        .expect_err("core module");
+    assert!(matches!(err, PluginError::NotAComponent { .. }), "{err:?}");
+    assert!(err.to_string().contains("core WebAssembly module"), "{err}");
+    good_plugin_still_works();
+}
+
+#[test]
+fn the_time_limit_is_configurable() {
+    let config = RuntimeConfig {
+        call_timeout: std::time::Duration::from_millis(200),
+        max_concurrent_calls: 4,
+        ..RuntimeConfig::default()
+    };
+    let runtime = Runtime::new(config).expect("runtime");
+    let plugin = runtime.load(&test_plugin("hostile"), "hostile.wasm").expect("load");
+    let started = Instant::now();
+    let err = plugin
+        .template(&sample_context(json!({"mode": "loop"}), 0))
+        .expect_err("loop");
+    assert!(err.to_string().contains("exceeded its 200ms time limit"), "{err}");
+    assert!(started.elapsed().as_millis() < 1000, "took {:?}", started.elapsed());
+}
+
+#[test]
+fn runtime_config_reads_camel_case() {
+    let config: RuntimeConfig =
+        serde_json::from_value(json!({"callTimeoutMs": 250, "memoryLimitBytes": 1048576}))
+            .expect("config");
+    assert_eq!(config.call_timeout.as_millis(), 250);
+    assert_eq!(config.memory_limit_bytes, 1 << 20);
+    assert_eq!(config.max_steps, RuntimeConfig::default().max_steps);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn calls_work_inside_a_multi_threaded_async_runtime() {
+    good_plugin_still_works();
+    hostile("trap").expect_err("trap");
+}
+
+#[tokio::test]
+async fn calls_work_inside_a_current_thread_async_runtime() {
+    good_plugin_still_works();
+    hostile("trap").expect_err("trap");
+}
