@@ -48,16 +48,28 @@ fn evaluate(c: &mut Criterion) {
         duration_ms: 1200,
     };
     c.bench_function("evaluate/fresh-store", |b| {
-        b.iter(|| black_box(plugin.evaluate(black_box(&step), black_box(&outcome)).expect("evaluate")))
+        b.iter(|| {
+            black_box(
+                plugin
+                    .evaluate(black_box(&step), black_box(&outcome))
+                    .expect("evaluate"),
+            )
+        })
     });
 }
 
 fn compile(c: &mut Criterion) {
     let bytes = builtin("pre-check");
     let mut group = c.benchmark_group("compile");
-    group.sample_size(10).measurement_time(Duration::from_secs(20));
+    group
+        .sample_size(10)
+        .measurement_time(Duration::from_secs(20));
     group.bench_function("pre-check", |b| {
-        b.iter(|| runtime().compile_uncached(black_box(&bytes)).expect("compile"))
+        b.iter(|| {
+            runtime()
+                .compile_uncached(black_box(&bytes))
+                .expect("compile")
+        })
     });
     group.finish();
 }

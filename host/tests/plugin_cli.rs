@@ -29,18 +29,28 @@ fn stderr(output: &Output) -> String {
 
 /// Paths as arguments, checking first that `make plugins` ran.
 fn arg(path: PathBuf) -> String {
-    assert!(path.exists(), "{} is missing; run `make plugins` first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing; run `make plugins` first",
+        path.display()
+    );
     path.display().to_string()
 }
 
 /// A failure is a non-zero exit with one line on stderr.
 fn assert_fails_with_one_line(output: &Output, expected: &str) {
-    assert!(!output.status.success(), "expected a failure, got {output:?}");
+    assert!(
+        !output.status.success(),
+        "expected a failure, got {output:?}"
+    );
     let err = stderr(output);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "stderr must be one line: {err}");
     assert!(lines[0].starts_with("error: "), "{err}");
-    assert!(lines[0].contains(expected), "expected {expected:?} in {err}");
+    assert!(
+        lines[0].contains(expected),
+        "expected {expected:?} in {err}"
+    );
 }
 
 #[test]
@@ -49,7 +59,10 @@ fn inspect_prints_type_versions_digest_size_and_schema() {
     assert!(output.status.success(), "{}", stderr(&output));
     let out = stdout(&output);
     assert!(out.contains("type:             at"), "{out}");
-    assert!(out.contains("contract version: workflow:plugin@0.1.0"), "{out}");
+    assert!(
+        out.contains("contract version: workflow:plugin@0.1.0"),
+        "{out}"
+    );
     assert!(out.contains("digest:           sha256:"), "{out}");
     assert!(out.contains("size:"), "{out}");
     assert!(out.contains("\"schedule\""), "the params schema: {out}");
@@ -102,20 +115,38 @@ fn eval_prints_the_verdict() {
     let group = arg(sample_group());
     let eval = |exit_code: &str, message: &str| {
         plugin_cli(&[
-            "eval", &pre_check, "--group", &group, "--step", "check-network", "--exit-code",
-            exit_code, "--message", message,
+            "eval",
+            &pre_check,
+            "--group",
+            &group,
+            "--step",
+            "check-network",
+            "--exit-code",
+            exit_code,
+            "--message",
+            message,
         ])
     };
     let output = eval("0", "");
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output).trim(), "completed");
     let output = eval("0", "UNREACHABLE node-2: no route to host");
-    assert!(output.status.success(), "a verdict is output, not a failure: {output:?}");
+    assert!(
+        output.status.success(),
+        "a verdict is output, not a failure: {output:?}"
+    );
     let out = stdout(&output);
-    assert!(out.starts_with("failed: ") && out.contains("node-2"), "{out}");
+    assert!(
+        out.starts_with("failed: ") && out.contains("node-2"),
+        "{out}"
+    );
     let output = eval("3", "boom");
     assert!(output.status.success());
-    assert!(stdout(&output).starts_with("failed: "), "{}", stdout(&output));
+    assert!(
+        stdout(&output).starts_with("failed: "),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]

@@ -115,24 +115,47 @@ async fn hot_reload_follows_configmap_updates_add_replace_break_fix_remove() {
     let d2 = digest_of(&registry, "pre-check").expect("pre-check served after replace");
     assert_ne!(d1, d2);
     assert_eq!(registry.types()[0].version, "2.0.0");
-    let pinned = registry.get_pinned("pre-check", &d1).expect("old version still pinned");
+    let pinned = registry
+        .get_pinned("pre-check", &d1)
+        .expect("old version still pinned");
     assert_eq!(pinned.digest(), d1);
-    assert!(registry.get_pinned("setup", &d1).is_none(), "a pin is for one type");
+    assert!(
+        registry.get_pinned("setup", &d1).is_none(),
+        "a pin is for one type"
+    );
 
     // Break: the last good version keeps serving, the problem is reported.
     volume.publish(&[("pre-check.wasm", b"not a component")]);
-    eventually("the broken file is reported", || !registry.problems().is_empty()).await;
+    eventually("the broken file is reported", || {
+        !registry.problems().is_empty()
+    })
+    .await;
     let problems = registry.problems();
     assert_eq!(problems[0].file, volume.path().join("pre-check.wasm"));
-    assert!(problems[0].message.contains("not a WebAssembly component"), "{problems:?}");
-    assert!(problems[0].message.contains("last good version"), "{problems:?}");
-    assert_eq!(digest_of(&registry, "pre-check").as_deref(), Some(d2.as_str()));
-    assert!(!rx.has_changed().expect("registry alive"), "breaking must not change the set");
+    assert!(
+        problems[0].message.contains("not a WebAssembly component"),
+        "{problems:?}"
+    );
+    assert!(
+        problems[0].message.contains("last good version"),
+        "{problems:?}"
+    );
+    assert_eq!(
+        digest_of(&registry, "pre-check").as_deref(),
+        Some(d2.as_str())
+    );
+    assert!(
+        !rx.has_changed().expect("registry alive"),
+        "breaking must not change the set"
+    );
 
     // Fix.
     volume.publish(&[("pre-check.wasm", &v1)]);
     next_generation(&mut rx).await;
-    assert_eq!(digest_of(&registry, "pre-check").as_deref(), Some(d1.as_str()));
+    assert_eq!(
+        digest_of(&registry, "pre-check").as_deref(),
+        Some(d1.as_str())
+    );
     assert!(registry.problems().is_empty(), "{:?}", registry.problems());
 
     // Remove.
@@ -154,7 +177,10 @@ fn two_files_claiming_one_type_is_a_reported_conflict() {
     // No previous holder: neither is served.
     volume.publish(&[("a.wasm", &v1), ("b.wasm", &v2)]);
     let report = registry.load_dir(volume.path());
-    assert!(registry.get("pre-check").is_none(), "a conflict must not pick silently");
+    assert!(
+        registry.get("pre-check").is_none(),
+        "a conflict must not pick silently"
+    );
     assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
     for problem in &report.problems {
         assert!(problem.message.contains("conflict"), "{problem:?}");
@@ -164,12 +190,24 @@ fn two_files_claiming_one_type_is_a_reported_conflict() {
     // A previous holder keeps serving when a second file claims its type.
     volume.publish(&[("pre-check.wasm", &v1)]);
     registry.load_dir(volume.path());
-    let d1 = registry.get("pre-check").expect("served").digest().to_string();
+    let d1 = registry
+        .get("pre-check")
+        .expect("served")
+        .digest()
+        .to_string();
     volume.publish(&[("pre-check.wasm", &v1), ("zz-copy.wasm", &v2)]);
     let report = registry.load_dir(volume.path());
     assert!(!report.changed);
-    assert_eq!(registry.get("pre-check").expect("still served").digest(), d1);
-    assert!(report.problems.iter().any(|p| p.message.contains("conflict")));
+    assert_eq!(
+        registry.get("pre-check").expect("still served").digest(),
+        d1
+    );
+    assert!(
+        report
+            .problems
+            .iter()
+            .any(|p| p.message.contains("conflict"))
+    );
 
     // Resolving the conflict clears the problem.
     volume.publish(&[("pre-check.wasm", &v1)]);

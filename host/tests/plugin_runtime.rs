@@ -45,7 +45,11 @@ fn pre_check_describes_itself_and_templates_the_seeds_steps() {
     assert_eq!(plugin.info().type_name, "pre-check");
     assert!(!plugin.info().version.is_empty());
     assert_eq!(plugin.digest().len(), 64);
-    assert!(plugin.size() > 0 && plugin.size() < 1 << 20, "size {}", plugin.size());
+    assert!(
+        plugin.size() > 0 && plugin.size() < 1 << 20,
+        "size {}",
+        plugin.size()
+    );
     let steps = plugin
         .template(&sample_context(json!({}), 1_700_000_000))
         .expect("template");
@@ -53,7 +57,12 @@ fn pre_check_describes_itself_and_templates_the_seeds_steps() {
         steps,
         vec![
             step("validate-nodes", "验证节点配置", "validate-nodes.sh", &[]),
-            step("check-network", "检查网络连接", "check-network.sh", &["validate-nodes"]),
+            step(
+                "check-network",
+                "检查网络连接",
+                "check-network.sh",
+                &["validate-nodes"]
+            ),
         ]
     );
 }
@@ -62,34 +71,66 @@ fn pre_check_describes_itself_and_templates_the_seeds_steps() {
 fn setup_and_post_check_template_the_seeds_steps() {
     let ctx = sample_context(json!({}), 1_700_000_000);
     assert_eq!(
-        load_builtin("setup").template(&ctx).expect("setup template"),
+        load_builtin("setup")
+            .template(&ctx)
+            .expect("setup template"),
         vec![
-            step("install-packages", "安装必要软件包", "install-packages.sh", &[]),
-            step("configure-nodes", "配置节点", "configure-nodes.sh", &["install-packages"]),
+            step(
+                "install-packages",
+                "安装必要软件包",
+                "install-packages.sh",
+                &[]
+            ),
+            step(
+                "configure-nodes",
+                "配置节点",
+                "configure-nodes.sh",
+                &["install-packages"]
+            ),
         ]
     );
     assert_eq!(
-        load_builtin("post-check").template(&ctx).expect("post-check template"),
-        vec![step("verify-installation", "验证安装结果", "verify-installation.sh", &[])]
+        load_builtin("post-check")
+            .template(&ctx)
+            .expect("post-check template"),
+        vec![step(
+            "verify-installation",
+            "验证安装结果",
+            "verify-installation.sh",
+            &[]
+        )]
     );
 }
 
 #[test]
 fn check_step_exiting_zero_with_an_unreachable_target_fails_naming_it() {
     let plugin = load_builtin("pre-check");
-    let check = step("check-network", "检查网络连接", "check-network.sh", &["validate-nodes"]);
+    let check = step(
+        "check-network",
+        "检查网络连接",
+        "check-network.sh",
+        &["validate-nodes"],
+    );
     let verdict = plugin
-        .evaluate(&check, &outcome(0, "OK node-1\nUNREACHABLE node-2: no route to host\n"))
+        .evaluate(
+            &check,
+            &outcome(0, "OK node-1\nUNREACHABLE node-2: no route to host\n"),
+        )
         .expect("evaluate");
     match verdict {
         Verdict::Failed(reason) => assert!(reason.contains("node-2"), "reason: {reason}"),
         other => panic!("expected Failed naming node-2, got {other:?}"),
     }
     assert_eq!(
-        plugin.evaluate(&check, &outcome(0, "OK node-1\nOK node-2\n")).expect("evaluate"),
+        plugin
+            .evaluate(&check, &outcome(0, "OK node-1\nOK node-2\n"))
+            .expect("evaluate"),
         Verdict::Completed
     );
-    match plugin.evaluate(&check, &outcome(2, "boom")).expect("evaluate") {
+    match plugin
+        .evaluate(&check, &outcome(2, "boom"))
+        .expect("evaluate")
+    {
         Verdict::Failed(reason) => assert!(reason.contains("exit code 2"), "reason: {reason}"),
         other => panic!("expected Failed with the exit code, got {other:?}"),
     }
@@ -98,13 +139,22 @@ fn check_step_exiting_zero_with_an_unreachable_target_fails_naming_it() {
 #[test]
 fn setup_asks_for_a_retry_on_a_temporary_failure() {
     let plugin = load_builtin("setup");
-    let install = step("install-packages", "安装必要软件包", "install-packages.sh", &[]);
+    let install = step(
+        "install-packages",
+        "安装必要软件包",
+        "install-packages.sh",
+        &[],
+    );
     assert!(matches!(
-        plugin.evaluate(&install, &outcome(75, "mirror busy")).expect("evaluate"),
+        plugin
+            .evaluate(&install, &outcome(75, "mirror busy"))
+            .expect("evaluate"),
         Verdict::Retry(_)
     ));
     assert_eq!(
-        plugin.evaluate(&install, &outcome(0, "")).expect("evaluate"),
+        plugin
+            .evaluate(&install, &outcome(0, ""))
+            .expect("evaluate"),
         Verdict::Completed
     );
 }
@@ -119,11 +169,19 @@ fn at_gates_its_step_until_the_schedule() {
     let steps = plugin.template(&before).expect("template");
     assert_eq!(steps.len(), 1);
     assert_eq!(steps[0].command, "echo QAQ");
-    assert_eq!(plugin.gate(&steps[0], &before).expect("gate"), Gate::NotBefore(schedule));
-    let after = sample_context(params, schedule + 1);
-    assert_eq!(plugin.gate(&steps[0], &after).expect("gate"), Gate::StartNow);
     assert_eq!(
-        plugin.evaluate(&steps[0], &outcome(0, "QAQ")).expect("evaluate"),
+        plugin.gate(&steps[0], &before).expect("gate"),
+        Gate::NotBefore(schedule)
+    );
+    let after = sample_context(params, schedule + 1);
+    assert_eq!(
+        plugin.gate(&steps[0], &after).expect("gate"),
+        Gate::StartNow
+    );
+    assert_eq!(
+        plugin
+            .evaluate(&steps[0], &outcome(0, "QAQ"))
+            .expect("evaluate"),
         Verdict::Completed
     );
 }
@@ -146,7 +204,9 @@ fn params_are_checked_against_the_declared_schema_first_naming_the_path() {
         .expect_err("schedule of the wrong type");
     assert!(matches!(err, PluginError::InvalidParams { .. }), "{err:?}");
     assert!(err.to_string().contains("/schedule"), "{err}");
-    let err = plugin.validate(&json!({"command": "x"})).expect_err("missing field");
+    let err = plugin
+        .validate(&json!({"command": "x"}))
+        .expect_err("missing field");
     assert!(err.to_string().contains("schedule"), "{err}");
 }
 
@@ -156,7 +216,11 @@ fn loading_the_same_bytes_twice_reuses_the_compilation() {
     let first = runtime().load(&bytes, "a.wasm").expect("load");
     let started = Instant::now();
     let second = runtime().load(&bytes, "b.wasm").expect("load again");
-    assert!(started.elapsed().as_millis() < 50, "cached load took {:?}", started.elapsed());
+    assert!(
+        started.elapsed().as_millis() < 50,
+        "cached load took {:?}",
+        started.elapsed()
+    );
     assert_eq!(first.digest(), second.digest());
     assert_eq!(second.origin(), "b.wasm");
 }
@@ -179,7 +243,10 @@ fn an_infinite_loop_is_stopped_at_the_time_limit() {
     let err = hostile("loop").expect_err("loop must time out");
     let elapsed = started.elapsed();
     assert!(matches!(err, PluginError::Timeout { .. }), "{err:?}");
-    assert!(err.to_string().contains("exceeded its 1s time limit"), "{err}");
+    assert!(
+        err.to_string().contains("exceeded its 1s time limit"),
+        "{err}"
+    );
     assert!(elapsed.as_millis() < 3000, "took {elapsed:?}");
     good_plugin_still_works();
 }
@@ -187,7 +254,10 @@ fn an_infinite_loop_is_stopped_at_the_time_limit() {
 #[test]
 fn a_memory_bomb_is_stopped_at_the_memory_cap() {
     let err = hostile("oom").expect_err("oom must fail");
-    assert!(matches!(err, PluginError::MemoryExhausted { .. }), "{err:?}");
+    assert!(
+        matches!(err, PluginError::MemoryExhausted { .. }),
+        "{err:?}"
+    );
     assert!(err.to_string().contains("64 MiB"), "{err}");
     good_plugin_still_works();
 }
@@ -196,7 +266,10 @@ fn a_memory_bomb_is_stopped_at_the_memory_cap() {
 fn deep_recursion_is_a_trap() {
     let err = hostile("recurse").expect_err("recursion must fail");
     assert!(
-        matches!(err, PluginError::Trap { .. } | PluginError::MemoryExhausted { .. }),
+        matches!(
+            err,
+            PluginError::Trap { .. } | PluginError::MemoryExhausted { .. }
+        ),
         "{err:?}"
     );
     good_plugin_still_works();
@@ -210,7 +283,10 @@ fn a_panic_is_a_trap_with_its_message() {
     };
     assert_eq!(*call, "template");
     assert!(message.contains("unreachable"), "{message}");
-    assert!(message.contains("traps on purpose in template"), "the panic message: {message}");
+    assert!(
+        message.contains("traps on purpose in template"),
+        "the panic message: {message}"
+    );
     assert!(err.to_string().contains("hostile"), "{err}");
     good_plugin_still_works();
 }
@@ -219,7 +295,10 @@ fn a_panic_is_a_trap_with_its_message() {
 fn huge_output_is_refused() {
     let err = hostile("huge").expect_err("huge output must fail");
     assert!(
-        matches!(err, PluginError::InvalidOutput { .. } | PluginError::MemoryExhausted { .. }),
+        matches!(
+            err,
+            PluginError::InvalidOutput { .. } | PluginError::MemoryExhausted { .. }
+        ),
         "{err:?}"
     );
     good_plugin_still_works();
@@ -243,7 +322,10 @@ fn a_cyclic_step_graph_is_invalid_output() {
 fn a_string_too_long_is_invalid_output() {
     let err = hostile("huge-command").expect_err("huge command");
     assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
-    assert!(err.to_string().contains("command has 10485760 bytes"), "{err}");
+    assert!(
+        err.to_string().contains("command has 10485760 bytes"),
+        "{err}"
+    );
     good_plugin_still_works();
 }
 
@@ -259,7 +341,11 @@ fn a_log_flood_is_bounded_and_the_call_still_succeeds() {
     let started = Instant::now();
     let steps = hostile("log-flood").expect("log flood is not an error");
     assert_eq!(steps.len(), 1);
-    assert!(started.elapsed().as_secs() < 5, "took {:?}", started.elapsed());
+    assert!(
+        started.elapsed().as_secs() < 5,
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]
@@ -274,16 +360,55 @@ fn gate_and_evaluate_are_contained_too() {
         ..Step::default()
     };
     let err = plugin.gate(&named("loop"), &ctx).expect_err("gate loops");
-    assert!(matches!(err, PluginError::Timeout { call: "gate", .. }), "{err:?}");
-    let err = plugin.evaluate(&named("trap"), &outcome(0, "")).expect_err("evaluate traps");
-    assert!(matches!(err, PluginError::Trap { call: "evaluate", .. }), "{err:?}");
-    assert!(err.to_string().contains("traps on purpose in evaluate"), "{err}");
-    let err = plugin.evaluate(&named("huge"), &outcome(0, "")).expect_err("huge reason");
-    assert!(matches!(err, PluginError::InvalidOutput { call: "evaluate", .. }), "{err:?}");
+    assert!(
+        matches!(err, PluginError::Timeout { call: "gate", .. }),
+        "{err:?}"
+    );
+    let err = plugin
+        .evaluate(&named("trap"), &outcome(0, ""))
+        .expect_err("evaluate traps");
+    assert!(
+        matches!(
+            err,
+            PluginError::Trap {
+                call: "evaluate",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    assert!(
+        err.to_string().contains("traps on purpose in evaluate"),
+        "{err}"
+    );
+    let err = plugin
+        .evaluate(&named("huge"), &outcome(0, ""))
+        .expect_err("huge reason");
+    assert!(
+        matches!(
+            err,
+            PluginError::InvalidOutput {
+                call: "evaluate",
+                ..
+            }
+        ),
+        "{err:?}"
+    );
     let err = plugin.gate(&named("oom"), &ctx).expect_err("gate oom");
-    assert!(matches!(err, PluginError::MemoryExhausted { call: "gate", .. }), "{err:?}");
-    assert_eq!(plugin.gate(&named("fine"), &ctx).expect("gate"), Gate::StartNow);
-    assert_eq!(plugin.evaluate(&named("fine"), &outcome(0, "")).expect("evaluate"), Verdict::Completed);
+    assert!(
+        matches!(err, PluginError::MemoryExhausted { call: "gate", .. }),
+        "{err:?}"
+    );
+    assert_eq!(
+        plugin.gate(&named("fine"), &ctx).expect("gate"),
+        Gate::StartNow
+    );
+    assert_eq!(
+        plugin
+            .evaluate(&named("fine"), &outcome(0, ""))
+            .expect("evaluate"),
+        Verdict::Completed
+    );
 }
 
 #[test]
@@ -319,7 +444,11 @@ fn a_component_without_the_export_is_refused() {
         .load(&test_plugin("no-export"), "no-export.wasm")
         .expect_err("no export");
     assert!(matches!(err, PluginError::MissingExport { .. }), "{err:?}");
-    assert!(err.to_string().contains("workflow:plugin/workflow-type@0.1.0"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("workflow:plugin/workflow-type@0.1.0"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -349,13 +478,22 @@ fn the_time_limit_is_configurable() {
         ..RuntimeConfig::default()
     };
     let runtime = Runtime::new(config).expect("runtime");
-    let plugin = runtime.load(&test_plugin("hostile"), "hostile.wasm").expect("load");
+    let plugin = runtime
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("load");
     let started = Instant::now();
     let err = plugin
         .template(&sample_context(json!({"mode": "loop"}), 0))
         .expect_err("loop");
-    assert!(err.to_string().contains("exceeded its 200ms time limit"), "{err}");
-    assert!(started.elapsed().as_millis() < 1000, "took {:?}", started.elapsed());
+    assert!(
+        err.to_string().contains("exceeded its 200ms time limit"),
+        "{err}"
+    );
+    assert!(
+        started.elapsed().as_millis() < 1000,
+        "took {:?}",
+        started.elapsed()
+    );
 }
 
 #[test]

@@ -67,7 +67,8 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
             let group = read_group(&group)?;
             let workflow = render_workflow(&group, &plugin, now())
                 .map_err(|e| anyhow!("cannot render {}: {e}", plugin.type_name()))?;
-            let yaml = serde_yaml::to_string(&workflow).context("cannot print the Workflow as YAML")?;
+            let yaml =
+                serde_yaml::to_string(&workflow).context("cannot print the Workflow as YAML")?;
             print!("{yaml}");
             Ok(())
         }
@@ -96,7 +97,10 @@ fn inspect(runtime: &Runtime, file: &Path) -> anyhow::Result<()> {
     println!("file:             {}", file.display());
     println!("type:             {}", info.type_name);
     println!("version:          {}", info.version);
-    println!("contract version: workflow:plugin@{}", plugin.contract_version());
+    println!(
+        "contract version: workflow:plugin@{}",
+        plugin.contract_version()
+    );
     println!("digest:           sha256:{}", plugin.digest());
     println!("size:             {} bytes", plugin.size());
     println!("description:      {}", info.description);
@@ -150,7 +154,8 @@ pub fn format_verdict(verdict: &Verdict) -> String {
 }
 
 fn load(runtime: &Runtime, file: &Path) -> anyhow::Result<Arc<Plugin>> {
-    let bytes = std::fs::read(file).map_err(|e| anyhow!("cannot read plugin {}: {e}", file.display()))?;
+    let bytes =
+        std::fs::read(file).map_err(|e| anyhow!("cannot read plugin {}: {e}", file.display()))?;
     runtime
         .load(&bytes, &file.display().to_string())
         .map_err(|e| anyhow!("{e}"))

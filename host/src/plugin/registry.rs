@@ -133,10 +133,7 @@ impl PluginRegistry {
 
     /// The current plugin of a workflow type.
     pub fn get(&self, type_name: &str) -> Option<Arc<Plugin>> {
-        self.lock()
-            .current
-            .get(type_name)
-            .map(|s| s.plugin.clone())
+        self.lock().current.get(type_name).map(|s| s.plugin.clone())
     }
 
     /// The version of `type_name` whose content digest is `digest`, if it was loaded at any
@@ -183,7 +180,11 @@ impl PluginRegistry {
     /// whose file is broken and reporting conflicts. A directory that cannot be read serves
     /// nothing and is reported as a problem.
     pub fn load_dir(&self, dir: &Path) -> ScanReport {
-        let _scan = self.inner.scan_lock.lock().unwrap_or_else(PoisonError::into_inner);
+        let _scan = self
+            .inner
+            .scan_lock
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
         // Compile outside the state lock: callers keep reading the old set meanwhile.
         let (loads, dir_problem) = self.load_files(dir);
         let mut state = self.lock();
@@ -217,14 +218,15 @@ impl PluginRegistry {
     /// When the directory cannot be watched (for example, it does not exist).
     pub fn watch(&self, dir: &Path) -> anyhow::Result<WatchGuard> {
         let (tx, rx) = mpsc::channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if let Err(e) = &event {
-                tracing::warn!("plugin directory watch error: {e}; rescanning");
-            }
-            // Any event, of any kind, on any name: the rescan decides what changed.
-            let _ = tx.send(());
-        })
-        .map_err(|e| anyhow::anyhow!("cannot watch plugin directory {}: {e}", dir.display()))?;
+        let mut watcher =
+            notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+                if let Err(e) = &event {
+                    tracing::warn!("plugin directory watch error: {e}; rescanning");
+                }
+                // Any event, of any kind, on any name: the rescan decides what changed.
+                let _ = tx.send(());
+            })
+            .map_err(|e| anyhow::anyhow!("cannot watch plugin directory {}: {e}", dir.display()))?;
         watcher
             .watch(dir, RecursiveMode::NonRecursive)
             .map_err(|e| anyhow::anyhow!("cannot watch plugin directory {}: {e}", dir.display()))?;
@@ -308,7 +310,10 @@ impl PluginRegistry {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
-        self.inner.state.lock().unwrap_or_else(PoisonError::into_inner)
+        self.inner
+            .state
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
     }
 }
 
@@ -328,7 +333,9 @@ fn apply_scan(state: &mut State, loads: Vec<FileLoad>, dir_problem: Option<LoadP
     for load in loads {
         match load.result {
             Ok(plugin) => {
-                state.versions.insert(plugin.digest().to_string(), plugin.clone());
+                state
+                    .versions
+                    .insert(plugin.digest().to_string(), plugin.clone());
                 state
                     .last_good_type
                     .insert(load.path.clone(), plugin.type_name().to_string());
@@ -358,7 +365,9 @@ fn apply_scan(state: &mut State, loads: Vec<FileLoad>, dir_problem: Option<LoadP
             }
         }
     }
-    state.last_good_type.retain(|path, _| present.contains(path));
+    state
+        .last_good_type
+        .retain(|path, _| present.contains(path));
 
     let mut next: BTreeMap<String, Served> = BTreeMap::new();
     for (type_name, mut claimants) in claims {
@@ -368,12 +377,20 @@ fn apply_scan(state: &mut State, loads: Vec<FileLoad>, dir_problem: Option<LoadP
             }
             continue;
         }
-        let files: Vec<String> = claimants.iter().map(|(p, _)| p.display().to_string()).collect();
+        let files: Vec<String> = claimants
+            .iter()
+            .map(|(p, _)| p.display().to_string())
+            .collect();
         // Keep the previous holder's version if it had one; never let a new claim win.
         let previous = state.current.get(&type_name).cloned();
         let outcome = match &previous {
             Some(served) => {
-                let kept = served.plugin.digest().get(..12).unwrap_or_default().to_string();
+                let kept = served
+                    .plugin
+                    .digest()
+                    .get(..12)
+                    .unwrap_or_default()
+                    .to_string();
                 let from = served.file.display().to_string();
                 next.insert(type_name.clone(), served.clone());
                 format!("keeping the version already served ({kept}, from {from})")

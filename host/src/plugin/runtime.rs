@@ -165,14 +165,12 @@ impl Runtime {
             reason: one_line(&format!("{e:#}")),
         })?;
         check_exports(engine, &component, origin)?;
-        let pre = self
-            .inner
-            .linker
-            .instantiate_pre(&component)
-            .map_err(|e| PluginError::UnsupportedImport {
+        let pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
+            PluginError::UnsupportedImport {
                 origin: origin.to_string(),
                 reason: one_line(&format!("{e:#}")),
-            })?;
+            }
+        })?;
         let pre = PluginPre::new(pre).map_err(|e| PluginError::MissingExport {
             origin: origin.to_string(),
             exports: one_line(&format!("{e:#}")),
@@ -181,14 +179,9 @@ impl Runtime {
             plugin: origin.into(),
             digest: short_digest(digest).into(),
         };
-        let raw = call_in_store(
-            &self.inner,
-            &pre,
-            &tag,
-            origin,
-            "info",
-            |store, plugin| plugin.call_info(store),
-        )?;
+        let raw = call_in_store(&self.inner, &pre, &tag, origin, "info", |store, plugin| {
+            plugin.call_info(store)
+        })?;
         let (info, schema) = validate::info(raw, origin, &limits(&self.inner.config))?;
         Ok(Compiled {
             pre,
@@ -260,7 +253,11 @@ impl Plugin {
             .take(3)
             .map(|e| {
                 let path = e.instance_path.to_string();
-                let path = if path.is_empty() { "/".to_string() } else { path };
+                let path = if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path
+                };
                 format!("{path}: {e}")
             })
             .collect();
@@ -268,9 +265,13 @@ impl Plugin {
             return Err(self.invalid_params(errors.join("; ")));
         }
         let json = params.to_string();
-        let result = self.call("validate", |store, plugin| plugin.call_validate(store, &json))?;
+        let result = self.call("validate", |store, plugin| {
+            plugin.call_validate(store, &json)
+        })?;
         result.map_err(|message| {
-            self.invalid_params(truncate(&message, self.runtime.config.max_string_bytes).into_owned())
+            self.invalid_params(
+                truncate(&message, self.runtime.config.max_string_bytes).into_owned(),
+            )
         })
     }
 
@@ -283,10 +284,14 @@ impl Plugin {
     /// or any call error.
     pub fn template(&self, context: &Context) -> Result<Vec<Step>, PluginError> {
         let ctx = validate::to_wit_context(context);
-        let result = self.call("template", |store, plugin| plugin.call_template(store, &ctx))?;
+        let result = self.call("template", |store, plugin| {
+            plugin.call_template(store, &ctx)
+        })?;
         let limits = limits(&self.runtime.config);
         match result {
-            Ok(steps) => validate::steps(steps, &limits).map_err(|reason| self.invalid("template", reason)),
+            Ok(steps) => {
+                validate::steps(steps, &limits).map_err(|reason| self.invalid("template", reason))
+            }
             Err(message) => Err(PluginError::TemplateFailed {
                 plugin: self.label.clone(),
                 message: truncate(&message, limits.max_string_bytes).into_owned(),
@@ -342,15 +347,15 @@ impl Plugin {
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(u64::MAX / 2);
-        let bindings = self
-            .compiled
-            .pre
-            .instantiate(&mut store)
-            .map_err(|e| PluginError::Instantiate {
-                plugin: self.label.clone(),
-                call: "warm",
-                reason: one_line(&format!("{e:#}")),
-            })?;
+        let bindings =
+            self.compiled
+                .pre
+                .instantiate(&mut store)
+                .map_err(|e| PluginError::Instantiate {
+                    plugin: self.label.clone(),
+                    call: "warm",
+                    reason: one_line(&format!("{e:#}")),
+                })?;
         Ok(WarmInstance { store, bindings })
     }
 
@@ -362,7 +367,14 @@ impl Plugin {
     where
         R: Send,
     {
-        call_in_store(&self.runtime, &self.compiled.pre, &self.tag, &self.label, call, f)
+        call_in_store(
+            &self.runtime,
+            &self.compiled.pre,
+            &self.tag,
+            &self.label,
+            call,
+            f,
+        )
     }
 
     fn invalid(&self, call: &'static str, reason: String) -> PluginError {
@@ -429,7 +441,9 @@ fn call_in_store<R: Send>(
         let result = pre
             .instantiate(&mut store)
             .map_err(|e| (e, true))
-            .and_then(|bindings| f(&mut store, bindings.workflow_plugin_workflow_type()).map_err(|e| (e, false)));
+            .and_then(|bindings| {
+                f(&mut store, bindings.workflow_plugin_workflow_type()).map_err(|e| (e, false))
+            });
         stdout.flush_to_log(tag, "stdout", cfg.max_string_bytes);
         stderr.flush_to_log(tag, "stderr", cfg.max_string_bytes);
         store.data().finish_logs();
@@ -457,7 +471,11 @@ fn call_in_store<R: Send>(
                     if let Some(line) = stderr.last_line(1024) {
                         message = format!("{message}; its last output: {line}");
                     }
-                    PluginError::Trap { plugin, call, message }
+                    PluginError::Trap {
+                        plugin,
+                        call,
+                        message,
+                    }
                 }
                 None if instantiating => PluginError::Instantiate {
                     plugin,
@@ -579,9 +597,12 @@ fn check_component_header(bytes: &[u8], origin: &str) -> Result<(), PluginError>
 /// Finds the `workflow-type` export and checks its contract version.
 fn check_exports(engine: &Engine, component: &Component, origin: &str) -> Result<(), PluginError> {
     let ty = component.component_type();
-    let exports: Vec<String> = ty.exports(engine).map(|(name, _)| name.to_string()).collect();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
     let expected = format!("{EXPORT_NAME}@{CONTRACT_VERSION}");
-    if exports.iter().any(|name| *name == expected) {
+    if exports.contains(&expected) {
         return Ok(());
     }
     if let Some(found) = exports
@@ -615,6 +636,11 @@ fn short_digest(digest: &str) -> &str {
 
 /// Error chains can span lines (wasm backtraces); messages here are one line.
 fn one_line(s: &str) -> String {
-    let joined = s.lines().map(str::trim).filter(|l| !l.is_empty()).collect::<Vec<_>>().join("; ");
+    let joined = s
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join("; ");
     truncate(&joined, 2048).into_owned()
 }

@@ -8,7 +8,9 @@ use wasmtime::component::ResourceTable;
 use wasmtime::{ResourceLimiter, Result as WasmResult};
 use wasmtime_wasi::cli::{IsTerminal, StdoutStream};
 use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
-use wasmtime_wasi::{HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
+use wasmtime_wasi::{
+    HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
+};
 
 use super::bindings::workflow::plugin::{host_log, types as wit_types};
 

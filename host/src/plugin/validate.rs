@@ -51,8 +51,12 @@ pub(crate) fn info(
     limits
         .string(&|| "its type name".into(), &raw.type_name, &mut total)
         .map_err(bad)?;
-    check_dns_label(&raw.type_name)
-        .map_err(|reason| bad(format!("type name {:?} is not a DNS-1123 label: {reason}", raw.type_name)))?;
+    check_dns_label(&raw.type_name).map_err(|reason| {
+        bad(format!(
+            "type name {:?} is not a DNS-1123 label: {reason}",
+            raw.type_name
+        ))
+    })?;
     limits
         .string(&|| "its version".into(), &raw.version, &mut total)
         .map_err(bad)?;

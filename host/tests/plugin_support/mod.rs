@@ -19,18 +19,25 @@ pub fn target_dir() -> PathBuf {
 fn read_wasm(path: PathBuf) -> Vec<u8> {
     match std::fs::read(&path) {
         Ok(bytes) => bytes,
-        Err(e) => panic!("cannot read {}: {e}; run `make plugins` first", path.display()),
+        Err(e) => panic!(
+            "cannot read {}: {e}; run `make plugins` first",
+            path.display()
+        ),
     }
 }
 
 /// Path of a built-in plugin, `target/plugins/<type>.wasm`.
 pub fn builtin_path(type_name: &str) -> PathBuf {
-    target_dir().join("plugins").join(format!("{type_name}.wasm"))
+    target_dir()
+        .join("plugins")
+        .join(format!("{type_name}.wasm"))
 }
 
 /// Path of a test plugin, `target/test-plugins/<name>.wasm`.
 pub fn test_plugin_path(name: &str) -> PathBuf {
-    target_dir().join("test-plugins").join(format!("{name}.wasm"))
+    target_dir()
+        .join("test-plugins")
+        .join(format!("{name}.wasm"))
 }
 
 /// Bytes of a built-in plugin; fails (never skips) when it was not built.
