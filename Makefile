@@ -2,7 +2,9 @@
 SHELL := /bin/bash
 SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
-KUBECTL ?= kubectl
+# kubectl within one minor version of the local cluster's v1.34 when installed side by side.
+KUBECTL ?= $(firstword $(wildcard /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33) kubectl)
+export KUBECTL
 export CARGO_TERM_COLOR ?= never
 LOCAL_KUBECONFIG := $(CURDIR)/.local-cluster/kubeconfig
 

@@ -10,6 +10,14 @@ TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/debug/workflow-operator"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
 
+if [ -z "${KUBECTL:-}" ]; then
+  KUBECTL=kubectl
+  for k in /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33; do
+    if [ -x "$k" ]; then KUBECTL="$k"; break; fi
+  done
+fi
+kubectl() { "$KUBECTL" "$@"; }
+
 step() { printf '\n==> %s\n' "$*"; }
 
 step "Starting the local cluster"

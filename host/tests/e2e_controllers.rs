@@ -70,7 +70,16 @@ impl Operator {
             .stderr(file)
             .spawn()
             .expect("start the operator");
-        Operator { child, log }
+        let mut operator = Operator { child, log };
+        // Plugins are compiled before the controllers start; wait so that test timings start
+        // from a running operator.
+        let start = Instant::now();
+        while !operator.log_text().contains("controllers started") {
+            operator.assert_running();
+            assert!(start.elapsed() < TIMEOUT, "the operator did not start: {}", operator.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        operator
     }
 
     fn assert_running(&mut self) {
@@ -301,7 +310,7 @@ fn an_at_group_runs_no_job_before_its_schedule_and_runs_it_after() {
     let ns = cluster.fresh_namespace("e2e-at");
     let plugins = plugin_dir(&["at"]);
     let mut operator = Operator::start(&ns, plugins.path());
-    let schedule = chrono::Utc::now() + chrono::Duration::seconds(8);
+    let schedule = chrono::Utc::now() + chrono::Duration::seconds(10);
     let schedule_text = schedule.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
     let params = format!("  params:\n    at:\n      schedule: \"{schedule_text}\"\n      command: date\n");
     cluster.apply_yaml_in(&ns, &group_yaml("later", &["at"], &params, ""));
