@@ -205,6 +205,18 @@ pub struct WorkflowSpec {
     /// Stops progress: no new step starts while true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
+    /// This type's parameters, copied from the group (`spec.params.<type>`), for the plugin's
+    /// `gate` (e.g. the `at` type's schedule).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "workflow_params_schema")]
+    pub params: Option<serde_json::Value>,
+}
+
+fn workflow_params_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "object",
+        "x-kubernetes-preserve-unknown-fields": true
+    })
 }
 
 /// What the operator knows of one step beyond its phase.

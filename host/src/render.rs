@@ -145,7 +145,8 @@ pub fn render_workflow(group: &WorkflowGroup, plugin: &Plugin, now: i64) -> Resu
             steps: group.spec.workflow_steps.join(", "),
         });
     }
-    let steps = plugin.template(&plugin_context(group, &type_name, now))?;
+    let context = plugin_context(group, &type_name, now);
+    let steps = plugin.template(&context)?;
 
     let mut labels: BTreeMap<String, String> = group.labels().clone();
     labels.insert(LABEL_GROUP_NAME.into(), group.name_any());
@@ -167,6 +168,7 @@ pub fn render_workflow(group: &WorkflowGroup, plugin: &Plugin, now: i64) -> Resu
             targets: group.spec.targets.clone(),
             cluster_name: group.spec.cluster_name.clone(),
             paused: false,
+            params: (!context.params.as_object().is_some_and(|m| m.is_empty())).then(|| context.params.clone()),
         },
         status: None,
     })

@@ -109,7 +109,7 @@ pub fn plan_workflow(
         namespace: workflow.namespace().unwrap_or_default(),
         cluster_name: workflow.spec.cluster_name.clone(),
         targets: workflow.spec.targets.iter().map(to_plugin_target).collect(),
-        params: serde_json::json!({}),
+        params: workflow.spec.params.clone().unwrap_or_else(|| serde_json::json!({})),
         now: now.as_second(),
     };
     let mut states: BTreeMap<String, String> = BTreeMap::new();
@@ -264,7 +264,9 @@ fn non_empty(s: &str) -> Option<String> {
 }
 
 fn fmt_time(unix: i64) -> String {
-    Timestamp::from_second(unix).map(|t| t.to_string()).unwrap_or_else(|_| unix.to_string())
+    Timestamp::from_second(unix)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| format!("{unix}s after the epoch, which is no valid time: the plugin holds this step"))
 }
 
 /// Reconciles one Workflow.
@@ -439,6 +441,7 @@ mod tests {
                 targets: vec![],
                 cluster_name: "c".into(),
                 paused: false,
+                params: None,
             },
         );
         wf.metadata.namespace = Some("ns".into());
