@@ -45,7 +45,7 @@ for _ in $(seq 1 50); do
   sleep 0.2
 done
 echo "operator pid $(cat "$STATE/pids/operator.pid"), loaded plugins:"
-curl -fsS "http://127.0.0.1:$port/plugins" | python3 -c 'import json,sys; [print("  %-12s %-8s sha256:%s" % (t["type_name"], t["version"], t["digest"][:12])) for t in json.load(sys.stdin)["types"]]' || true
+curl -fsS "http://127.0.0.1:$port/plugins" | python3 -c 'import json,sys; [print("  %-12s %-8s sha256:%s" % (t["typeName"], t["version"], t["digest"][:12])) for t in json.load(sys.stdin)["types"]]' || true
 
 step "Applying the seed's sample WorkflowGroup"
 kubectl delete -f "$SAMPLE" --ignore-not-found --wait=true >/dev/null

@@ -33,7 +33,10 @@ pub fn check_dns_label(name: &str) -> Result<(), String> {
         return Err("it is empty".into());
     }
     if name.len() > 63 {
-        return Err(format!("it has {} characters, at most 63 are allowed", name.len()));
+        return Err(format!(
+            "it has {} characters, at most 63 are allowed",
+            name.len()
+        ));
     }
     if !name
         .bytes()
@@ -99,7 +102,9 @@ impl StepGraph {
         while order.len() < written.len() {
             let next = written.iter().find(|name| {
                 !done.contains(name.as_str())
-                    && deps[name.as_str()].iter().all(|d| done.contains(d.as_str()))
+                    && deps[name.as_str()]
+                        .iter()
+                        .all(|d| done.contains(d.as_str()))
             });
             match next {
                 Some(name) => {
@@ -166,8 +171,14 @@ mod tests {
     #[test]
     fn a_cycle_is_named_step_by_step() {
         let err = graph(&[("a", &["c"]), ("b", &["a"]), ("c", &["b"])]).unwrap_err();
-        assert_eq!(err, GraphError::Cycle(vec!["a".into(), "c".into(), "b".into(), "a".into()]));
-        assert_eq!(err.to_string(), "steps form a dependency cycle: a -> c -> b -> a");
+        assert_eq!(
+            err,
+            GraphError::Cycle(vec!["a".into(), "c".into(), "b".into(), "a".into()])
+        );
+        assert_eq!(
+            err.to_string(),
+            "steps form a dependency cycle: a -> c -> b -> a"
+        );
     }
 
     #[test]
@@ -180,7 +191,10 @@ mod tests {
     fn unknown_dependency_and_duplicates_are_rejected() {
         assert_eq!(
             graph(&[("a", &["x"])]).unwrap_err(),
-            GraphError::UnknownDependency { step: "a".into(), missing: "x".into() }
+            GraphError::UnknownDependency {
+                step: "a".into(),
+                missing: "x".into()
+            }
         );
         assert_eq!(
             graph(&[("a", &[]), ("a", &[])]).unwrap_err(),

@@ -28,7 +28,9 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Registry>, plugins: PluginRegi
     };
     info!(%addr, "serving /healthz /readyz /metrics /plugins");
     loop {
-        let Ok((stream, _)) = listener.accept().await else { continue };
+        let Ok((stream, _)) = listener.accept().await else {
+            continue;
+        };
         let metrics = metrics.clone();
         let plugins = plugins.clone();
         tokio::spawn(async move {
@@ -36,7 +38,10 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Registry>, plugins: PluginRegi
                 let response = respond(req.uri().path(), &metrics, &plugins);
                 async move { Ok::<_, Infallible>(response) }
             });
-            if let Err(error) = http1::Builder::new().serve_connection(TokioIo::new(stream), service).await {
+            if let Err(error) = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), service)
+                .await
+            {
                 warn!(%error, "http connection");
             }
         });
@@ -49,8 +54,16 @@ fn respond(path: &str, metrics: &Registry, plugins: &PluginRegistry) -> Response
         "/metrics" => {
             let mut text = String::new();
             match prometheus_client::encoding::text::encode(&mut text, metrics) {
-                Ok(()) => (StatusCode::OK, "application/openmetrics-text; version=1.0.0; charset=utf-8", text),
-                Err(e) => (StatusCode::INTERNAL_SERVER_ERROR, "text/plain", format!("{e}\n")),
+                Ok(()) => (
+                    StatusCode::OK,
+                    "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    text,
+                ),
+                Err(e) => (
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "text/plain",
+                    format!("{e}\n"),
+                ),
             }
         }
         "/plugins" => {
@@ -60,12 +73,18 @@ fn respond(path: &str, metrics: &Registry, plugins: &PluginRegistry) -> Response
             });
             (StatusCode::OK, "application/json", format!("{body:#}\n"))
         }
-        _ => (StatusCode::NOT_FOUND, "text/plain", "not found\n".to_string()),
+        _ => (
+            StatusCode::NOT_FOUND,
+            "text/plain",
+            "not found\n".to_string(),
+        ),
     };
     let mut response = Response::new(Full::new(Bytes::from(body)));
     *response.status_mut() = status;
     if let Ok(value) = content_type.parse() {
-        response.headers_mut().insert(hyper::header::CONTENT_TYPE, value);
+        response
+            .headers_mut()
+            .insert(hyper::header::CONTENT_TYPE, value);
     }
     response
 }

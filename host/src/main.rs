@@ -12,7 +12,11 @@ use workflow_operator::http;
 use workflow_operator::plugin::{PluginRegistry, Runtime, RuntimeConfig};
 
 #[derive(Parser)]
-#[command(name = "workflow-operator", version, about = "Runs WorkflowGroups whose workflow types are WebAssembly plugins")]
+#[command(
+    name = "workflow-operator",
+    version,
+    about = "Runs WorkflowGroups whose workflow types are WebAssembly plugins"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -34,7 +38,11 @@ enum Command {
 #[derive(clap::Args)]
 struct RunArgs {
     /// Directory of `*.wasm` workflow type plugins, watched for changes (a mounted ConfigMap).
-    #[arg(long, env = "WORKFLOW_PLUGIN_DIR", default_value = "/etc/workflow-operator/plugins")]
+    #[arg(
+        long,
+        env = "WORKFLOW_PLUGIN_DIR",
+        default_value = "/etc/workflow-operator/plugins"
+    )]
     plugin_dir: PathBuf,
     /// Image of a step's container when the step names none.
     #[arg(long, env = "WORKFLOW_DEFAULT_IMAGE", default_value = "busybox:1.36")]
@@ -99,11 +107,21 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let client = kube::Client::try_default().await?;
         let mut prometheus = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(Metrics::register(&mut prometheus));
-        tokio::spawn(http::serve(args.http_addr, Arc::new(prometheus), registry.clone()));
-        controllers::run(client, registry, OperatorConfig {
+        tokio::spawn(http::serve(
+            args.http_addr,
+            Arc::new(prometheus),
+            registry.clone(),
+        ));
+        controllers::run(
+            client,
+            registry,
+            OperatorConfig {
                 default_image: args.default_image,
                 namespace: args.namespace,
-            }, metrics).await;
+            },
+            metrics,
+        )
+        .await;
         Ok(())
     })
 }

@@ -9,8 +9,8 @@ use kube::{Resource, ResourceExt, api::ObjectMeta};
 use sha2::{Digest, Sha256};
 
 use crate::api::{
-    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WORKFLOW_TYPE, StepEnvVar, Target,
-    Workflow, WorkflowGroup, WorkflowSpec, WorkflowStep,
+    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WORKFLOW_TYPE, StepEnvVar, Target, Workflow,
+    WorkflowGroup, WorkflowSpec, WorkflowStep,
 };
 use crate::plugin::{self, Plugin, PluginError};
 
@@ -103,9 +103,13 @@ pub fn to_plugin_step(step: &WorkflowStep) -> plugin::Step {
 /// so a group deleted and re-created under the same name never adopts its predecessor's
 /// Workflows while they are being garbage-collected.
 pub fn workflow_name(group: &WorkflowGroup, workflow_type: &str) -> String {
-    let identity = group
-        .uid()
-        .unwrap_or_else(|| format!("{}/{}", group.namespace().unwrap_or_default(), group.name_any()));
+    let identity = group.uid().unwrap_or_else(|| {
+        format!(
+            "{}/{}",
+            group.namespace().unwrap_or_default(),
+            group.name_any()
+        )
+    });
     let suffix = short_hash(&[&identity, workflow_type]);
     bounded_name(&[&group.name_any(), workflow_type], &suffix, MAX_NAME)
 }
@@ -137,7 +141,11 @@ pub fn short_hash(parts: &[&str]) -> String {
 /// # Errors
 /// The type is not among the group's `workflowSteps`, or the plugin's `template` failed or
 /// returned an invalid step graph.
-pub fn render_workflow(group: &WorkflowGroup, plugin: &Plugin, now: i64) -> Result<Workflow, RenderError> {
+pub fn render_workflow(
+    group: &WorkflowGroup,
+    plugin: &Plugin,
+    now: i64,
+) -> Result<Workflow, RenderError> {
     let type_name = plugin.info().type_name.clone();
     if !group.spec.workflow_steps.iter().any(|t| *t == type_name) {
         return Err(RenderError::TypeNotInGroup {
@@ -151,7 +159,10 @@ pub fn render_workflow(group: &WorkflowGroup, plugin: &Plugin, now: i64) -> Resu
     let mut labels: BTreeMap<String, String> = group.labels().clone();
     labels.insert(LABEL_GROUP_NAME.into(), group.name_any());
     labels.insert(LABEL_WORKFLOW_TYPE.into(), type_name.clone());
-    let annotations = BTreeMap::from([(ANNOTATION_PLUGIN_DIGEST.to_string(), plugin.digest().to_string())]);
+    let annotations = BTreeMap::from([(
+        ANNOTATION_PLUGIN_DIGEST.to_string(),
+        plugin.digest().to_string(),
+    )]);
 
     Ok(Workflow {
         metadata: ObjectMeta {
@@ -168,7 +179,8 @@ pub fn render_workflow(group: &WorkflowGroup, plugin: &Plugin, now: i64) -> Resu
             targets: group.spec.targets.clone(),
             cluster_name: group.spec.cluster_name.clone(),
             paused: false,
-            params: (!context.params.as_object().is_some_and(|m| m.is_empty())).then(|| context.params.clone()),
+            params: (!context.params.as_object().is_some_and(|m| m.is_empty()))
+                .then(|| context.params.clone()),
         },
         status: None,
     })
@@ -189,10 +201,8 @@ mod tests {
 
     #[test]
     fn workflow_names_differ_per_type_and_per_group_uid() {
-        let mut group: WorkflowGroup = serde_yaml::from_str(include_str!(
-            "../../examples/workflowgroup-sample.yaml"
-        ))
-        .unwrap();
+        let mut group: WorkflowGroup =
+            serde_yaml::from_str(include_str!("../../examples/workflowgroup-sample.yaml")).unwrap();
         let unsaved = workflow_name(&group, "pre-check");
         assert!(unsaved.starts_with("workflowgroup-sample-pre-check-"));
         assert_ne!(unsaved, workflow_name(&group, "setup"));

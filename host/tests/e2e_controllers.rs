@@ -35,7 +35,11 @@ fn built_plugin(type_name: &str) -> PathBuf {
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"));
     let path = dir.join("plugins").join(format!("{type_name}.wasm"));
-    assert!(path.exists(), "{} is missing: run `make plugins` first", path.display());
+    assert!(
+        path.exists(),
+        "{} is missing: run `make plugins` first",
+        path.display()
+    );
     path
 }
 
@@ -61,7 +65,14 @@ impl Operator {
         let log = logs.join(format!("operator-{namespace}-{}.log", now_millis()));
         let file = std::fs::File::create(&log).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-            .args(["run", "--namespace", namespace, "--http-addr", "127.0.0.1:0", "--plugin-dir"])
+            .args([
+                "run",
+                "--namespace",
+                namespace,
+                "--http-addr",
+                "127.0.0.1:0",
+                "--plugin-dir",
+            ])
             .arg(plugins)
             .env("KUBECONFIG", cluster().kubeconfig())
             .env("RUST_LOG", "info,workflow_operator=debug")
@@ -76,7 +87,11 @@ impl Operator {
         let start = Instant::now();
         while !operator.log_text().contains("controllers started") {
             operator.assert_running();
-            assert!(start.elapsed() < TIMEOUT, "the operator did not start: {}", operator.log_text());
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "the operator did not start: {}",
+                operator.log_text()
+            );
             std::thread::sleep(Duration::from_millis(50));
         }
         operator
@@ -122,7 +137,10 @@ fn list(ns: &str, what: &str, selector: Option<&str>) -> Vec<Value> {
     if let Some(selector) = selector {
         args.extend(["-l", selector]);
     }
-    cluster().kubectl_json(&args)["items"].as_array().cloned().unwrap_or_default()
+    cluster().kubectl_json(&args)["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 fn succeeded_condition(obj: &Value) -> Value {
@@ -133,7 +151,10 @@ fn succeeded_condition(obj: &Value) -> Value {
 }
 
 fn condition_message(obj: &Value) -> String {
-    succeeded_condition(obj)["message"].as_str().unwrap_or_default().to_string()
+    succeeded_condition(obj)["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
 }
 
 fn wait_group_phase(ns: &str, name: &str, want: &str, operator: &mut Operator) -> Duration {
@@ -195,7 +216,9 @@ fn seed_steps(workflow_type: &str) -> Value {
 }
 
 fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer).and_then(Value::as_str).unwrap_or_default()
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
 }
 
 #[test]
@@ -203,7 +226,15 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_jobs_in_d
     let cluster = cluster();
     let ns = "default";
     let name = "workflowgroup-sample";
-    cluster.kubectl_ok(&["-n", ns, "delete", "wfg", name, "--ignore-not-found", "--wait=true"]);
+    cluster.kubectl_ok(&[
+        "-n",
+        ns,
+        "delete",
+        "wfg",
+        name,
+        "--ignore-not-found",
+        "--wait=true",
+    ]);
     let plugins = plugin_dir(&["pre-check", "setup", "post-check"]);
     let mut operator = Operator::start(ns, plugins.path());
 
@@ -219,7 +250,10 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_jobs_in_d
     let group = get(ns, &format!("wfg/{name}"));
     assert_eq!(group["status"]["progress"], "3/3");
     assert_eq!(succeeded_condition(&group)["status"], "True");
-    let refs = group["status"]["workflows"].as_array().cloned().unwrap_or_default();
+    let refs = group["status"]["workflows"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
     let types: Vec<&str> = refs.iter().filter_map(|r| r["type"].as_str()).collect();
     assert_eq!(types, ["pre-check", "setup", "post-check"]);
     assert!(refs.iter().all(|r| r["status"] == "Completed"), "{refs:?}");
@@ -229,21 +263,44 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_jobs_in_d
         let wf_name = text(r, "/name");
         let wf_type = text(r, "/type");
         let wf = get(ns, &format!("wf/{wf_name}"));
-        assert_eq!(wf["spec"]["steps"], seed_steps(wf_type), "steps of {wf_type}");
-        assert_eq!(wf["metadata"]["labels"]["workflow.rxg456.cn/group-name"], name);
-        assert_eq!(wf["metadata"]["labels"]["workflow.rxg456.cn/workflow-type"], wf_type);
-        assert_eq!(wf["metadata"]["ownerReferences"][0]["kind"], "WorkflowGroup");
+        assert_eq!(
+            wf["spec"]["steps"],
+            seed_steps(wf_type),
+            "steps of {wf_type}"
+        );
+        assert_eq!(
+            wf["metadata"]["labels"]["workflow.rxg456.cn/group-name"],
+            name
+        );
+        assert_eq!(
+            wf["metadata"]["labels"]["workflow.rxg456.cn/workflow-type"],
+            wf_type
+        );
+        assert_eq!(
+            wf["metadata"]["ownerReferences"][0]["kind"],
+            "WorkflowGroup"
+        );
         assert_eq!(wf["metadata"]["ownerReferences"][0]["controller"], true);
         assert_eq!(wf["spec"]["targets"].as_array().map(Vec::len), Some(3));
         let created = text(&wf, "/metadata/creationTimestamp").to_string();
         if let Some(prev) = &previous_completion {
-            assert!(created >= *prev, "{wf_name} was created at {created}, before the previous workflow completed at {prev}");
+            assert!(
+                created >= *prev,
+                "{wf_name} was created at {created}, before the previous workflow completed at {prev}"
+            );
         }
         previous_completion = Some(text(&wf, "/status/completionTime").to_string());
-        assert_ne!(previous_completion.as_deref(), Some(""), "{wf_name} has no completionTime");
+        assert_ne!(
+            previous_completion.as_deref(),
+            Some(""),
+            "{wf_name} has no completionTime"
+        );
 
         // Jobs ran in dependency order: a dependent's Job was created after its dependency's Job completed.
-        let selector = format!("workflow.rxg456.cn/workflow-uid={}", text(&wf, "/metadata/uid"));
+        let selector = format!(
+            "workflow.rxg456.cn/workflow-uid={}",
+            text(&wf, "/metadata/uid")
+        );
         let jobs = list(ns, "jobs", Some(&selector));
         let job_of = |step: &str| {
             jobs.iter()
@@ -259,7 +316,11 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_jobs_in_d
                 let dep_job = job_of(dep.as_str().unwrap_or_default());
                 let dep_done = text(&dep_job, "/status/completionTime");
                 let started = text(&job, "/metadata/creationTimestamp");
-                assert!(started >= dep_done, "job of {} started at {started} before {dep} completed at {dep_done}", step["name"]);
+                assert!(
+                    started >= dep_done,
+                    "job of {} started at {started} before {dep} completed at {dep_done}",
+                    step["name"]
+                );
             }
         }
         assert_eq!(jobs.len(), steps.len(), "one job per step");
@@ -276,31 +337,53 @@ fn a_failing_step_fails_its_workflow_and_the_group_and_nothing_after_it_is_creat
     let mut operator = Operator::start(&ns, plugins.path());
     // The local cluster fails pods carrying the fail label; a group's labels reach its pods.
     let labels = format!("    {FAIL_LABEL}: \"true\"\n");
-    cluster.apply_yaml_in(&ns, &group_yaml("doomed", &["pre-check", "setup"], "", &labels));
+    cluster.apply_yaml_in(
+        &ns,
+        &group_yaml("doomed", &["pre-check", "setup"], "", &labels),
+    );
     wait_group_phase(&ns, "doomed", "Failed", &mut operator);
 
     let workflows = list(&ns, "workflows", None);
-    assert_eq!(workflows.len(), 1, "no workflow after the failed one: {workflows:?}");
+    assert_eq!(
+        workflows.len(),
+        1,
+        "no workflow after the failed one: {workflows:?}"
+    );
     let wf = &workflows[0];
     assert_eq!(wf["spec"]["type"], "pre-check");
     assert_eq!(wf["status"]["phase"], "Failed");
     assert_eq!(wf["status"]["stepStatus"]["validate-nodes"], "Failed");
     assert_eq!(wf["status"]["stepStatus"]["check-network"], "Pending");
     let message = condition_message(wf);
-    assert!(message.contains("validate-nodes") && message.contains("simulated failure"), "{message}");
+    assert!(
+        message.contains("validate-nodes") && message.contains("simulated failure"),
+        "{message}"
+    );
 
     let group = get(&ns, "wfg/doomed");
     assert_eq!(succeeded_condition(&group)["status"], "False");
     let group_message = condition_message(&group);
     assert!(group_message.contains("validate-nodes"), "{group_message}");
 
-    let events = cluster.kubectl_ok(&["-n", &ns, "get", "events.events.k8s.io", "-o", "custom-columns=REASON:.reason,NOTE:.note"]);
+    let events = cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "get",
+        "events.events.k8s.io",
+        "-o",
+        "custom-columns=REASON:.reason,NOTE:.note",
+    ]);
     assert!(
-        events.lines().any(|l| l.starts_with("StepFailed") && l.contains("validate-nodes")),
+        events
+            .lines()
+            .any(|l| l.starts_with("StepFailed") && l.contains("validate-nodes")),
         "no StepFailed event naming the step:\n{events}"
     );
     let described = cluster.kubectl_ok(&["-n", &ns, "describe", "wf"]);
-    assert!(described.contains("StepFailed"), "kubectl describe shows no StepFailed event:\n{described}");
+    assert!(
+        described.contains("StepFailed"),
+        "kubectl describe shows no StepFailed event:\n{described}"
+    );
     operator.assert_running();
 }
 
@@ -312,26 +395,36 @@ fn an_at_group_runs_no_job_before_its_schedule_and_runs_it_after() {
     let mut operator = Operator::start(&ns, plugins.path());
     let schedule = chrono::Utc::now() + chrono::Duration::seconds(10);
     let schedule_text = schedule.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
-    let params = format!("  params:\n    at:\n      schedule: \"{schedule_text}\"\n      command: date\n");
+    let params =
+        format!("  params:\n    at:\n      schedule: \"{schedule_text}\"\n      command: date\n");
     cluster.apply_yaml_in(&ns, &group_yaml("later", &["at"], &params, ""));
 
     // Until the schedule, the Workflow waits and no Job exists.
     let mut saw_waiting_workflow = false;
     while chrono::Utc::now() < schedule - chrono::Duration::milliseconds(1500) {
         let jobs = list(&ns, "jobs", None);
-        assert!(jobs.is_empty(), "a job exists before the schedule {schedule_text}: {jobs:?}");
+        assert!(
+            jobs.is_empty(),
+            "a job exists before the schedule {schedule_text}: {jobs:?}"
+        );
         saw_waiting_workflow |= list(&ns, "workflows", None)
             .iter()
             .any(|w| succeeded_condition(w)["reason"] == "WaitingForSchedule");
         operator.assert_running();
         std::thread::sleep(Duration::from_millis(500));
     }
-    assert!(saw_waiting_workflow, "the at workflow never said it waits for its schedule");
+    assert!(
+        saw_waiting_workflow,
+        "the at workflow never said it waits for its schedule"
+    );
     wait_group_phase(&ns, "later", "Completed", &mut operator);
     let jobs = list(&ns, "jobs", None);
     assert_eq!(jobs.len(), 1);
     let created = text(&jobs[0], "/metadata/creationTimestamp");
-    assert!(created >= schedule_text.as_str(), "job created at {created}, before {schedule_text}");
+    assert!(
+        created >= schedule_text.as_str(),
+        "job created at {created}, before {schedule_text}"
+    );
     let command = &jobs[0]["spec"]["template"]["spec"]["containers"][0]["command"];
     assert_eq!(command, &json!(["/bin/sh", "-c", "date"]));
 }
@@ -392,7 +485,10 @@ spec:
     let workflow = get(&ns, "wf/cyclic");
     assert_eq!(succeeded_condition(&workflow)["reason"], "InvalidSteps");
     let message = condition_message(&workflow);
-    assert!(message.contains("cycle") && message.contains("a -> c -> b -> a"), "{message}");
+    assert!(
+        message.contains("cycle") && message.contains("a -> c -> b -> a"),
+        "{message}"
+    );
 
     cluster.wait_for("the group with bad params to say why", TIMEOUT, || {
         succeeded_condition(&get(&ns, "wfg/bad-params"))["reason"] == "InvalidParams"
@@ -400,8 +496,14 @@ spec:
     let group = get(&ns, "wfg/bad-params");
     assert_eq!(group["status"]["phase"], "Pending");
     let message = condition_message(&group);
-    assert!(message.contains("schedule") && message.contains("not-a-time"), "{message}");
-    assert!(list(&ns, "jobs", None).is_empty(), "no job runs for invalid input");
+    assert!(
+        message.contains("schedule") && message.contains("not-a-time"),
+        "{message}"
+    );
+    assert!(
+        list(&ns, "jobs", None).is_empty(),
+        "no job runs for invalid input"
+    );
     operator.assert_running();
 }
 
@@ -411,10 +513,15 @@ fn restarting_the_operator_mid_group_makes_no_duplicates_and_the_group_completes
     let ns = cluster.fresh_namespace("e2e-restart");
     let plugins = plugin_dir(&["pre-check", "setup", "post-check"]);
     let mut operator = Operator::start(&ns, plugins.path());
-    cluster.apply_yaml_in(&ns, &group_yaml("survivor", &["pre-check", "setup", "post-check"], "", ""));
+    cluster.apply_yaml_in(
+        &ns,
+        &group_yaml("survivor", &["pre-check", "setup", "post-check"], "", ""),
+    );
     cluster.wait_for("the setup workflow to exist", TIMEOUT, || {
         operator.assert_running();
-        list(&ns, "workflows", None).iter().any(|w| w["spec"]["type"] == "setup")
+        list(&ns, "workflows", None)
+            .iter()
+            .any(|w| w["spec"]["type"] == "setup")
     });
     operator.crash();
     let mut operator = Operator::start(&ns, plugins.path());
@@ -425,7 +532,11 @@ fn restarting_the_operator_mid_group_makes_no_duplicates_and_the_group_completes
         .map(|w| text(w, "/spec/type").to_string())
         .collect();
     types.sort();
-    assert_eq!(types, ["post-check", "pre-check", "setup"], "exactly one workflow per type");
+    assert_eq!(
+        types,
+        ["post-check", "pre-check", "setup"],
+        "exactly one workflow per type"
+    );
     let jobs: Vec<String> = list(&ns, "jobs", None)
         .iter()
         .map(|j| text(j, "/metadata/name").to_string())
@@ -445,8 +556,10 @@ fn deleting_a_group_garbage_collects_its_workflows_and_jobs() {
     assert_eq!(list(&ns, "jobs", None).len(), 1);
 
     cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "short-lived"]);
-    cluster.wait_for("workflows and jobs to be garbage-collected", TIMEOUT, || {
-        list(&ns, "workflows", None).is_empty() && list(&ns, "jobs", None).is_empty()
-    });
+    cluster.wait_for(
+        "workflows and jobs to be garbage-collected",
+        TIMEOUT,
+        || list(&ns, "workflows", None).is_empty() && list(&ns, "jobs", None).is_empty(),
+    );
     operator.assert_running();
 }

@@ -33,7 +33,10 @@ pub fn job_labels(workflow: &Workflow, step: &str, attempt: u32) -> BTreeMap<Str
     if name.len() <= 63 {
         labels.insert(LABEL_WORKFLOW_NAME.into(), name);
     }
-    labels.insert(LABEL_WORKFLOW_UID.into(), workflow.uid().unwrap_or_default());
+    labels.insert(
+        LABEL_WORKFLOW_UID.into(),
+        workflow.uid().unwrap_or_default(),
+    );
     labels.insert(LABEL_WORKFLOW_TYPE.into(), workflow.spec.type_.clone());
     labels.insert(LABEL_STEP.into(), step.into());
     labels.insert(LABEL_ATTEMPT.into(), attempt.to_string());
@@ -42,18 +45,34 @@ pub fn job_labels(workflow: &Workflow, step: &str, attempt: u32) -> BTreeMap<Str
 
 /// The Job running `attempt` of `step`: `/bin/sh -c <command>` in the step's image, owned by
 /// the Workflow, never retried by Kubernetes itself (the plugin decides about retries).
-pub fn build_job(workflow: &Workflow, step: &WorkflowStep, attempt: u32, default_image: &str) -> Job {
+pub fn build_job(
+    workflow: &Workflow,
+    step: &WorkflowStep,
+    attempt: u32,
+    default_image: &str,
+) -> Job {
     let labels = job_labels(workflow, &step.name, attempt);
     let targets = &workflow.spec.targets;
-    let join = |f: fn(&crate::api::Target) -> &str| targets.iter().map(f).collect::<Vec<_>>().join(" ");
+    let join =
+        |f: fn(&crate::api::Target) -> &str| targets.iter().map(f).collect::<Vec<_>>().join(" ");
     let mut env = vec![
-        env_var("WORKFLOW_GROUP", workflow.labels().get(LABEL_GROUP_NAME).map(String::as_str).unwrap_or("")),
+        env_var(
+            "WORKFLOW_GROUP",
+            workflow
+                .labels()
+                .get(LABEL_GROUP_NAME)
+                .map(String::as_str)
+                .unwrap_or(""),
+        ),
         env_var("WORKFLOW_NAME", &workflow.name_any()),
         env_var("WORKFLOW_TYPE", &workflow.spec.type_),
         env_var("WORKFLOW_STEP", &step.name),
         env_var("WORKFLOW_ATTEMPT", &attempt.to_string()),
         env_var("WORKFLOW_CLUSTER_NAME", &workflow.spec.cluster_name),
-        env_var("WORKFLOW_TARGETS", &serde_json::to_string(targets).unwrap_or_default()),
+        env_var(
+            "WORKFLOW_TARGETS",
+            &serde_json::to_string(targets).unwrap_or_default(),
+        ),
         env_var("WORKFLOW_TARGET_NAMES", &join(|t| &t.name)),
         env_var("WORKFLOW_TARGET_IPS", &join(|t| &t.ip)),
     ];
@@ -116,7 +135,11 @@ pub fn job_step(job: &Job) -> Option<&str> {
 /// `Some(true)` when the Job completed, `Some(false)` when it failed, `None` while it runs.
 pub fn job_finished(job: &Job) -> Option<bool> {
     let conditions = job.status.as_ref()?.conditions.as_ref()?;
-    let is_true = |t: &str| conditions.iter().any(|c| c.type_ == t && c.status == "True");
+    let is_true = |t: &str| {
+        conditions
+            .iter()
+            .any(|c| c.type_ == t && c.status == "True")
+    };
     if is_true("Complete") {
         Some(true)
     } else if is_true("Failed") {
@@ -137,12 +160,17 @@ pub fn job_outcome(job: &Job, pod: Option<&Pod>, attempt: u32) -> StepOutcome {
         .and_then(|cs| cs.iter().find(|c| c.name == CONTAINER))
         .and_then(|c| c.state.as_ref())
         .and_then(|s| s.terminated.as_ref());
-    let mut message = terminated.and_then(|t| t.message.clone()).unwrap_or_default();
+    let mut message = terminated
+        .and_then(|t| t.message.clone())
+        .unwrap_or_default();
     if message.is_empty() && !succeeded {
         // No pod evidence (e.g. a deadline killed it): the Job's own reason is the best we have.
         message = status
             .and_then(|s| s.conditions.as_ref())
-            .and_then(|cs| cs.iter().find(|c| c.type_ == "Failed" && c.status == "True"))
+            .and_then(|cs| {
+                cs.iter()
+                    .find(|c| c.type_ == "Failed" && c.status == "True")
+            })
             .map(|c| {
                 let reason = c.reason.clone().unwrap_or_default();
                 match &c.message {

@@ -53,14 +53,19 @@ impl Metrics {
 
     fn finished(&self, (kind, phase): (&str, &str)) {
         self.finished
-            .get_or_create(&PhaseLabels { kind: kind.into(), phase: phase.into() })
+            .get_or_create(&PhaseLabels {
+                kind: kind.into(),
+                phase: phase.into(),
+            })
             .inc();
     }
 
     /// Counts a failed reconcile of `controller`.
     pub fn reconcile_failed(&self, controller: &str) {
         self.reconcile_errors
-            .get_or_create(&ControllerLabels { controller: controller.into() })
+            .get_or_create(&ControllerLabels {
+                controller: controller.into(),
+            })
             .inc();
     }
 }

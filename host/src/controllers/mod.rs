@@ -76,7 +76,11 @@ impl Context {
             type_: transition.type_,
             reason: transition.reason.clone(),
             note: Some(truncate(&transition.message, 1000)),
-            action: "Reconcile".into(),
+            // The recorder folds events of one object, reason and action into a series.
+            action: transition
+                .subject
+                .clone()
+                .unwrap_or_else(|| "Reconcile".into()),
             secondary: None,
         };
         if let Err(error) = self.recorder.publish(&event, &obj.object_ref(&())).await {
@@ -91,14 +95,32 @@ pub struct Transition {
     pub type_: EventType,
     pub reason: String,
     pub message: String,
+    /// What the event is about (a step, a workflow type). Events with the same reason about
+    /// different subjects stay separate instead of being counted as one series.
+    pub subject: Option<String>,
 }
 
 impl Transition {
     pub fn normal(reason: &str, message: impl Into<String>) -> Self {
-        Self { type_: EventType::Normal, reason: reason.into(), message: message.into() }
+        Self {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            message: message.into(),
+            subject: None,
+        }
     }
     pub fn warning(reason: &str, message: impl Into<String>) -> Self {
-        Self { type_: EventType::Warning, reason: reason.into(), message: message.into() }
+        Self {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            message: message.into(),
+            subject: None,
+        }
+    }
+    /// The same transition, about `subject`.
+    pub fn about(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
     }
 }
 
@@ -121,7 +143,13 @@ impl StepJudge for plugin::Plugin {
 }
 
 /// The `Succeeded` condition.
-pub fn succeeded_condition(status: &str, reason: &str, message: &str, generation: Option<i64>, now: Timestamp) -> Condition {
+pub fn succeeded_condition(
+    status: &str,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
     Condition {
         type_: CONDITION_SUCCEEDED.into(),
         status: status.into(),
@@ -165,7 +193,12 @@ fn plugin_changes(registry: &PluginRegistry) -> impl futures::Stream<Item = ()> 
 }
 
 /// Runs both controllers until a shutdown signal.
-pub async fn run(client: Client, registry: PluginRegistry, config: OperatorConfig, metrics: Arc<Metrics>) {
+pub async fn run(
+    client: Client,
+    registry: PluginRegistry,
+    config: OperatorConfig,
+    metrics: Arc<Metrics>,
+) {
     let reporter = Reporter {
         controller: "workflow-operator".into(),
         instance: std::env::var("POD_NAME").ok(),
@@ -177,14 +210,19 @@ pub async fn run(client: Client, registry: PluginRegistry, config: OperatorConfi
         metrics,
         config,
     });
-    let (groups, workflows, jobs): (Api<WorkflowGroup>, Api<Workflow>, Api<Job>) = match &ctx.config.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone()), Api::all(client.clone())),
-    };
+    let (groups, workflows, jobs): (Api<WorkflowGroup>, Api<Workflow>, Api<Job>) =
+        match &ctx.config.namespace {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+            ),
+        };
     let controller_config = ControllerConfig::default().concurrency(8);
 
     let group_controller = Controller::new(groups, watcher::Config::default())
@@ -192,14 +230,21 @@ pub async fn run(client: Client, registry: PluginRegistry, config: OperatorConfi
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config.clone())
         .shutdown_on_signal()
-        .run(workflowgroup::reconcile, workflowgroup::error_policy, ctx.clone())
+        .run(
+            workflowgroup::reconcile,
+            workflowgroup::error_policy,
+            ctx.clone(),
+        )
         .for_each(|res| async move {
             if let Err(error) = res {
                 warn!(%error, "workflowgroup controller");
             }
         });
     let workflow_controller = Controller::new(workflows, watcher::Config::default())
-        .owns(jobs, watcher::Config::default().labels(crate::api::LABEL_WORKFLOW_UID))
+        .owns(
+            jobs,
+            watcher::Config::default().labels(crate::api::LABEL_WORKFLOW_UID),
+        )
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config)
         .shutdown_on_signal()

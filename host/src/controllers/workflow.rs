@@ -13,9 +13,9 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::ResourceExt;
 use tracing::{info, warn};
 
 use super::job::{build_job, job_attempt, job_finished, job_outcome, job_step};
@@ -53,14 +53,18 @@ impl ObservedJobs {
     pub fn new(jobs: Vec<Job>, pods: Vec<Pod>) -> Self {
         let mut by_step: BTreeMap<String, BTreeMap<u32, (Job, Option<Pod>)>> = BTreeMap::new();
         for job in jobs {
-            let (Some(step), Some(attempt)) = (job_step(&job).map(str::to_string), job_attempt(&job)) else {
+            let (Some(step), Some(attempt)) =
+                (job_step(&job).map(str::to_string), job_attempt(&job))
+            else {
                 continue;
             };
             let job_name = job.name_any();
             let pod = pods
                 .iter()
-                .filter(|p| p.labels().get("batch.kubernetes.io/job-name") == Some(&job_name)
-                    || p.labels().get("job-name") == Some(&job_name))
+                .filter(|p| {
+                    p.labels().get("batch.kubernetes.io/job-name") == Some(&job_name)
+                        || p.labels().get("job-name") == Some(&job_name)
+                })
                 .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0))
                 .cloned();
             by_step.entry(step).or_default().insert(attempt, (job, pod));
@@ -69,7 +73,11 @@ impl ObservedJobs {
     }
 
     fn latest(&self, step: &str) -> Option<(u32, &(Job, Option<Pod>))> {
-        self.by_step.get(step)?.iter().next_back().map(|(a, j)| (*a, j))
+        self.by_step
+            .get(step)?
+            .iter()
+            .next_back()
+            .map(|(a, j)| (*a, j))
     }
 }
 
@@ -91,25 +99,43 @@ pub fn plan_workflow(
     let mut plan = WorkflowPlan::default();
 
     let graph = match StepGraph::new(
-        workflow.spec.steps.iter().map(|s| (s.name.as_str(), s.depends_on.iter().map(String::as_str))),
+        workflow
+            .spec
+            .steps
+            .iter()
+            .map(|s| (s.name.as_str(), s.depends_on.iter().map(String::as_str))),
     ) {
         Ok(graph) => graph,
         Err(err) => {
             let message = format!("invalid steps: {err}");
             finish(&mut status, phase::FAILED, "InvalidSteps", &message, now);
-            plan.events.push(Transition::warning("InvalidSteps", message));
+            plan.events
+                .push(Transition::warning("InvalidSteps", message));
             plan.status = status;
             return plan;
         }
     };
 
-    let steps: BTreeMap<&str, _> = workflow.spec.steps.iter().map(|s| (s.name.as_str(), s)).collect();
+    let steps: BTreeMap<&str, _> = workflow
+        .spec
+        .steps
+        .iter()
+        .map(|s| (s.name.as_str(), s))
+        .collect();
     let ctx = crate::plugin::Context {
-        group_name: workflow.labels().get(crate::api::LABEL_GROUP_NAME).cloned().unwrap_or_default(),
+        group_name: workflow
+            .labels()
+            .get(crate::api::LABEL_GROUP_NAME)
+            .cloned()
+            .unwrap_or_default(),
         namespace: workflow.namespace().unwrap_or_default(),
         cluster_name: workflow.spec.cluster_name.clone(),
         targets: workflow.spec.targets.iter().map(to_plugin_target).collect(),
-        params: workflow.spec.params.clone().unwrap_or_else(|| serde_json::json!({})),
+        params: workflow
+            .spec
+            .params
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({})),
         now: now.as_second(),
     };
     let mut states: BTreeMap<String, String> = BTreeMap::new();
@@ -118,7 +144,9 @@ pub fn plan_workflow(
     let mut earliest_gate: Option<i64> = None;
 
     for name in graph.order() {
-        let Some(step) = steps.get(name.as_str()) else { continue };
+        let Some(step) = steps.get(name.as_str()) else {
+            continue;
+        };
         let plugin_step = to_plugin_step(step);
         let mut detail = old.step_details.get(name).cloned().unwrap_or_default();
         let deps_done = graph
@@ -138,7 +166,13 @@ pub fn plan_workflow(
                     plan.start.push((name.clone(), 1));
                     detail.attempts = 1;
                     detail.message = None;
-                    plan.events.push(Transition::normal("StepStarted", format!("step {name} started (attempt 1)")));
+                    plan.events.push(
+                        Transition::normal(
+                            "StepStarted",
+                            format!("step {name} started (attempt 1)"),
+                        )
+                        .about(format!("{name}/1")),
+                    );
                     phase::RUNNING
                 }
                 Err(err) => {
@@ -161,15 +195,22 @@ pub fn plan_workflow(
                                 detail.message = non_empty(&outcome.message);
                                 phase::COMPLETED
                             }
-                            Ok(Verdict::Retry(reason)) if attempt < budget && failure.is_none() && !workflow.spec.paused => {
+                            Ok(Verdict::Retry(reason))
+                                if attempt < budget
+                                    && failure.is_none()
+                                    && !workflow.spec.paused =>
+                            {
                                 let next = attempt + 1;
                                 plan.start.push((name.clone(), next));
                                 detail.attempts = next;
                                 detail.message = Some(format!("retrying: {reason}"));
-                                plan.events.push(Transition::warning(
-                                    "StepRetried",
-                                    format!("step {name} attempt {attempt} asked for a retry ({reason}); starting attempt {next} of {budget}"),
-                                ));
+                                plan.events.push(
+                                    Transition::warning(
+                                        "StepRetried",
+                                        format!("step {name} attempt {attempt} asked for a retry ({reason}); starting attempt {next} of {budget}"),
+                                    )
+                                    .about(format!("{name}/{next}")),
+                                );
                                 phase::RUNNING
                             }
                             Ok(Verdict::Retry(reason)) if attempt < budget => {
@@ -177,7 +218,9 @@ pub fn plan_workflow(
                                 phase::PENDING
                             }
                             Ok(Verdict::Retry(reason)) => {
-                                let message = format!("step {name} failed after {attempt} attempt(s): {reason}");
+                                let message = format!(
+                                    "step {name} failed after {attempt} attempt(s): {reason}"
+                                );
                                 detail.message = Some(message.clone());
                                 failure.get_or_insert(message);
                                 phase::FAILED
@@ -189,7 +232,8 @@ pub fn plan_workflow(
                                 phase::FAILED
                             }
                             Err(err) => {
-                                let message = format!("step {name}: plugin could not judge it: {err}");
+                                let message =
+                                    format!("step {name}: plugin could not judge it: {err}");
                                 detail.message = Some(message.clone());
                                 failure.get_or_insert(message);
                                 phase::FAILED
@@ -207,13 +251,20 @@ pub fn plan_workflow(
         let before = old.step_status.get(name).map(String::as_str);
         if before != Some(state.as_str()) {
             match state.as_str() {
-                phase::COMPLETED => plan
-                    .events
-                    .push(Transition::normal("StepCompleted", format!("step {name} completed"))),
-                phase::FAILED => plan.events.push(Transition::warning(
-                    "StepFailed",
-                    details.get(name).and_then(|d| d.message.clone()).unwrap_or_default(),
-                )),
+                phase::COMPLETED => plan.events.push(
+                    Transition::normal("StepCompleted", format!("step {name} completed"))
+                        .about(name),
+                ),
+                phase::FAILED => plan.events.push(
+                    Transition::warning(
+                        "StepFailed",
+                        details
+                            .get(name)
+                            .and_then(|d| d.message.clone())
+                            .unwrap_or_default(),
+                    )
+                    .about(name),
+                ),
                 _ => {}
             }
         }
@@ -228,20 +279,52 @@ pub fn plan_workflow(
 
     if let Some(message) = failure {
         finish(&mut status, phase::FAILED, "StepFailed", &message, now);
-        plan.events.push(Transition::warning("WorkflowFailed", message));
+        plan.events
+            .push(Transition::warning("WorkflowFailed", message));
     } else if done == total {
-        finish(&mut status, phase::COMPLETED, "Completed", &format!("all {total} steps completed"), now);
-        plan.events.push(Transition::normal("WorkflowCompleted", format!("all {total} steps completed")));
+        finish(
+            &mut status,
+            phase::COMPLETED,
+            "Completed",
+            &format!("all {total} steps completed"),
+            now,
+        );
+        plan.events.push(Transition::normal(
+            "WorkflowCompleted",
+            format!("all {total} steps completed"),
+        ));
     } else {
         let (reason, message) = if workflow.spec.paused {
-            ("Paused", "paused: no new step starts until spec.paused is cleared".to_string())
+            (
+                "Paused",
+                "paused: no new step starts until spec.paused is cleared".to_string(),
+            )
         } else if let (false, Some(t)) = (running, earliest_gate) {
-            ("WaitingForSchedule", format!("waiting until {} to start", fmt_time(t)))
+            (
+                "WaitingForSchedule",
+                format!("waiting until {} to start", fmt_time(t)),
+            )
         } else {
             ("Running", format!("{done}/{total} steps completed"))
         };
-        status.phase = Some(if running { phase::RUNNING } else { phase::PENDING }.into());
-        set_condition(&mut status.conditions, succeeded_condition("Unknown", reason, &message, workflow.metadata.generation, now));
+        status.phase = Some(
+            if running {
+                phase::RUNNING
+            } else {
+                phase::PENDING
+            }
+            .into(),
+        );
+        set_condition(
+            &mut status.conditions,
+            succeeded_condition(
+                "Unknown",
+                reason,
+                &message,
+                workflow.metadata.generation,
+                now,
+            ),
+        );
     }
     if let Some(t) = earliest_gate {
         let wait = (t - now.as_second()).max(0) as u64;
@@ -254,9 +337,16 @@ pub fn plan_workflow(
 fn finish(status: &mut WorkflowStatus, to: &str, reason: &str, message: &str, now: Timestamp) {
     status.phase = Some(to.into());
     status.completion_time.get_or_insert(Time(now));
-    let cond = if to == phase::COMPLETED { "True" } else { "False" };
+    let cond = if to == phase::COMPLETED {
+        "True"
+    } else {
+        "False"
+    };
     let generation = status.observed_generation;
-    set_condition(&mut status.conditions, succeeded_condition(cond, reason, message, generation, now));
+    set_condition(
+        &mut status.conditions,
+        succeeded_condition(cond, reason, message, generation, now),
+    );
 }
 
 fn non_empty(s: &str) -> Option<String> {
@@ -266,7 +356,9 @@ fn non_empty(s: &str) -> Option<String> {
 fn fmt_time(unix: i64) -> String {
     Timestamp::from_second(unix)
         .map(|t| t.to_string())
-        .unwrap_or_else(|_| format!("{unix}s after the epoch, which is no valid time: the plugin holds this step"))
+        .unwrap_or_else(|_| {
+            format!("{unix}s after the epoch, which is no valid time: the plugin holds this step")
+        })
 }
 
 /// Reconciles one Workflow.
@@ -285,7 +377,12 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
         .plugin
         .as_ref()
         .map(|p| p.digest.clone())
-        .or_else(|| workflow.annotations().get(ANNOTATION_PLUGIN_DIGEST).cloned());
+        .or_else(|| {
+            workflow
+                .annotations()
+                .get(ANNOTATION_PLUGIN_DIGEST)
+                .cloned()
+        });
     let plugin = match &pinned {
         Some(digest) => ctx.registry.get_pinned(&workflow.spec.type_, digest),
         None => ctx.registry.get(&workflow.spec.type_),
@@ -303,14 +400,23 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
             ),
         };
         let mut new_status = status.clone();
-        new_status.phase.get_or_insert_with(|| phase::PENDING.into());
+        new_status
+            .phase
+            .get_or_insert_with(|| phase::PENDING.into());
         new_status.observed_generation = workflow.metadata.generation;
         set_condition(
             &mut new_status.conditions,
-            succeeded_condition("Unknown", "PluginMissing", &message, workflow.metadata.generation, Timestamp::now()),
+            succeeded_condition(
+                "Unknown",
+                "PluginMissing",
+                &message,
+                workflow.metadata.generation,
+                Timestamp::now(),
+            ),
         );
         if new_status != status {
-            ctx.publish(&*workflow, &Transition::warning("PluginMissing", message)).await;
+            ctx.publish(&*workflow, &Transition::warning("PluginMissing", message))
+                .await;
             patch_status(&workflows, &name, &new_status).await?;
         }
         // The registry's change notification reconciles us again when plugins change.
@@ -329,7 +435,11 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
     // Only Jobs this Workflow controls count: a label alone could be copied.
     let jobs: Vec<Job> = jobs
         .into_iter()
-        .filter(|j| j.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true)))
+        .filter(|j| {
+            j.owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true))
+        })
         .collect();
     let pods = if jobs.iter().any(|j| job_finished(j).is_some()) {
         pods_api.list(&selector).await.map_err(Error::Kube)?.items
@@ -337,13 +447,23 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
         Vec::new()
     };
     let observed = ObservedJobs::new(jobs, pods);
-    let plan = plan_workflow(&workflow, &observed, plugin.as_ref(), &plugin_ref, Timestamp::now());
+    let plan = plan_workflow(
+        &workflow,
+        &observed,
+        plugin.as_ref(),
+        &plugin_ref,
+        Timestamp::now(),
+    );
 
     for (step_name, attempt) in &plan.start {
-        let Some(step) = workflow.spec.steps.iter().find(|s| &s.name == step_name) else { continue };
+        let Some(step) = workflow.spec.steps.iter().find(|s| &s.name == step_name) else {
+            continue;
+        };
         let job = build_job(&workflow, step, *attempt, &ctx.config.default_image);
         match jobs_api.create(&PostParams::default(), &job).await {
-            Ok(_) => info!(workflow = %name, namespace = %ns, step = %step_name, attempt, "started step"),
+            Ok(_) => {
+                info!(workflow = %name, namespace = %ns, step = %step_name, attempt, "started step")
+            }
             // Created by an earlier reconcile whose status write we have not seen yet.
             Err(kube::Error::Api(e)) if e.code == 409 => {}
             Err(e) => return Err(Error::Kube(e)),
@@ -406,7 +526,11 @@ mod tests {
 
     impl Judge {
         fn new() -> Self {
-            Judge { gate: Gate::StartNow, seen: RefCell::default(), retry_exit_code: None }
+            Judge {
+                gate: Gate::StartNow,
+                seen: RefCell::default(),
+                retry_exit_code: None,
+            }
         }
     }
 
@@ -419,7 +543,10 @@ mod tests {
             Ok(match outcome.exit_code {
                 Some(0) => Verdict::Completed,
                 code if code == self.retry_exit_code => Verdict::Retry("temporary".into()),
-                _ => Verdict::Failed(format!("exit code {:?}: {}", outcome.exit_code, outcome.message)),
+                _ => Verdict::Failed(format!(
+                    "exit code {:?}: {}",
+                    outcome.exit_code, outcome.message
+                )),
             })
         }
     }
@@ -449,8 +576,19 @@ mod tests {
         wf
     }
 
-    fn finished_job(wf: &Workflow, step: &str, attempt: u32, exit_code: i32, message: &str) -> (Job, Pod) {
-        let mut job = build_job(wf, wf.spec.steps.iter().find(|s| s.name == step).unwrap(), attempt, "busybox");
+    fn finished_job(
+        wf: &Workflow,
+        step: &str,
+        attempt: u32,
+        exit_code: i32,
+        message: &str,
+    ) -> (Job, Pod) {
+        let mut job = build_job(
+            wf,
+            wf.spec.steps.iter().find(|s| s.name == step).unwrap(),
+            attempt,
+            "busybox",
+        );
         let ok = exit_code == 0;
         job.status = Some(JobStatus {
             conditions: Some(vec![JobCondition {
@@ -487,23 +625,40 @@ mod tests {
     }
 
     fn running_job(wf: &Workflow, step: &str, attempt: u32) -> Job {
-        build_job(wf, wf.spec.steps.iter().find(|s| s.name == step).unwrap(), attempt, "busybox")
+        build_job(
+            wf,
+            wf.spec.steps.iter().find(|s| s.name == step).unwrap(),
+            attempt,
+            "busybox",
+        )
     }
 
     fn plugin_ref() -> PluginRef {
-        PluginRef { version: "0.1.0".into(), digest: "abc".into() }
+        PluginRef {
+            version: "0.1.0".into(),
+            digest: "abc".into(),
+        }
     }
 
     fn now() -> Timestamp {
         Timestamp::from_second(1_800_000_000).unwrap()
     }
 
-    const SEED: &[(&str, &[&str])] = &[("validate-nodes", &[]), ("check-network", &["validate-nodes"])];
+    const SEED: &[(&str, &[&str])] = &[
+        ("validate-nodes", &[]),
+        ("check-network", &["validate-nodes"]),
+    ];
 
     #[test]
     fn a_new_workflow_starts_only_the_steps_without_dependencies() {
         let wf = workflow(&[("a", &[]), ("b", &["a"]), ("c", &[])]);
-        let plan = plan_workflow(&wf, &ObservedJobs::default(), &Judge::new(), &plugin_ref(), now());
+        let plan = plan_workflow(
+            &wf,
+            &ObservedJobs::default(),
+            &Judge::new(),
+            &plugin_ref(),
+            now(),
+        );
         assert_eq!(plan.start, [("a".to_string(), 1), ("c".to_string(), 1)]);
         assert_eq!(plan.status.phase.as_deref(), Some(phase::RUNNING));
         assert_eq!(plan.status.step_status["b"], phase::PENDING);
@@ -538,7 +693,13 @@ mod tests {
         let wf = workflow(SEED);
         let (j1, p1) = finished_job(&wf, "validate-nodes", 1, 0, "");
         let (j2, p2) = finished_job(&wf, "check-network", 1, 0, "");
-        let plan = plan_workflow(&wf, &ObservedJobs::new(vec![j1, j2], vec![p1, p2]), &Judge::new(), &plugin_ref(), now());
+        let plan = plan_workflow(
+            &wf,
+            &ObservedJobs::new(vec![j1, j2], vec![p1, p2]),
+            &Judge::new(),
+            &plugin_ref(),
+            now(),
+        );
         assert_eq!(plan.status.phase.as_deref(), Some(phase::COMPLETED));
         assert_eq!(plan.status.conditions[0].status, "True");
         assert!(plan.status.completion_time.is_some());
@@ -549,46 +710,88 @@ mod tests {
     fn a_failed_verdict_fails_the_workflow_naming_the_step_and_reason() {
         let wf = workflow(SEED);
         let (job, pod) = finished_job(&wf, "validate-nodes", 1, 3, "disk full");
-        let plan = plan_workflow(&wf, &ObservedJobs::new(vec![job], vec![pod]), &Judge::new(), &plugin_ref(), now());
+        let plan = plan_workflow(
+            &wf,
+            &ObservedJobs::new(vec![job], vec![pod]),
+            &Judge::new(),
+            &plugin_ref(),
+            now(),
+        );
         assert!(plan.start.is_empty(), "nothing starts after a failure");
         assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
         assert_eq!(plan.status.step_status["validate-nodes"], phase::FAILED);
         assert_eq!(plan.status.step_status["check-network"], phase::PENDING);
         let cond = &plan.status.conditions[0];
-        assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("False", "StepFailed"));
-        assert!(cond.message.contains("validate-nodes") && cond.message.contains("disk full"), "{}", cond.message);
-        assert!(plan.events.iter().any(|e| e.reason == "StepFailed" && e.message.contains("disk full")));
+        assert_eq!(
+            (cond.status.as_str(), cond.reason.as_str()),
+            ("False", "StepFailed")
+        );
+        assert!(
+            cond.message.contains("validate-nodes") && cond.message.contains("disk full"),
+            "{}",
+            cond.message
+        );
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.reason == "StepFailed" && e.message.contains("disk full"))
+        );
     }
 
     #[test]
     fn a_retry_verdict_starts_the_next_attempt_within_the_budget_and_fails_after_it() {
         let mut wf = workflow(&[("flaky", &[])]);
         wf.spec.steps[0].retries = Some(1);
-        let judge = Judge { retry_exit_code: Some(75), ..Judge::new() };
+        let judge = Judge {
+            retry_exit_code: Some(75),
+            ..Judge::new()
+        };
         let (job, pod) = finished_job(&wf, "flaky", 1, 75, "busy");
-        let plan = plan_workflow(&wf, &ObservedJobs::new(vec![job.clone()], vec![pod.clone()]), &judge, &plugin_ref(), now());
+        let plan = plan_workflow(
+            &wf,
+            &ObservedJobs::new(vec![job.clone()], vec![pod.clone()]),
+            &judge,
+            &plugin_ref(),
+            now(),
+        );
         assert_eq!(plan.start, [("flaky".to_string(), 2)]);
         assert_eq!(plan.status.step_details["flaky"].attempts, 2);
 
         let (job2, pod2) = finished_job(&wf, "flaky", 2, 75, "still busy");
-        let plan = plan_workflow(&wf, &ObservedJobs::new(vec![job, job2], vec![pod, pod2]), &judge, &plugin_ref(), now());
+        let plan = plan_workflow(
+            &wf,
+            &ObservedJobs::new(vec![job, job2], vec![pod, pod2]),
+            &judge,
+            &plugin_ref(),
+            now(),
+        );
         assert!(plan.start.is_empty());
         assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
-        assert!(plan.status.conditions[0].message.contains("after 2 attempt(s)"));
+        assert!(
+            plan.status.conditions[0]
+                .message
+                .contains("after 2 attempt(s)")
+        );
     }
 
     #[test]
     fn a_gated_step_waits_and_requeues_for_exactly_its_time() {
         let wf = workflow(&[("run", &[])]);
         let at = now().as_second() + 42;
-        let judge = Judge { gate: Gate::NotBefore(at), ..Judge::new() };
+        let judge = Judge {
+            gate: Gate::NotBefore(at),
+            ..Judge::new()
+        };
         let plan = plan_workflow(&wf, &ObservedJobs::default(), &judge, &plugin_ref(), now());
         assert!(plan.start.is_empty());
         assert_eq!(plan.requeue_after, Some(Duration::from_secs(42)));
         assert_eq!(plan.status.phase.as_deref(), Some(phase::PENDING));
         assert_eq!(plan.status.conditions[0].reason, "WaitingForSchedule");
 
-        let judge = Judge { gate: Gate::NotBefore(now().as_second()), ..Judge::new() };
+        let judge = Judge {
+            gate: Gate::NotBefore(now().as_second()),
+            ..Judge::new()
+        };
         let plan = plan_workflow(&wf, &ObservedJobs::default(), &judge, &plugin_ref(), now());
         assert_eq!(plan.start, [("run".to_string(), 1)]);
     }
@@ -597,7 +800,13 @@ mod tests {
     fn a_paused_workflow_starts_nothing() {
         let mut wf = workflow(SEED);
         wf.spec.paused = true;
-        let plan = plan_workflow(&wf, &ObservedJobs::default(), &Judge::new(), &plugin_ref(), now());
+        let plan = plan_workflow(
+            &wf,
+            &ObservedJobs::default(),
+            &Judge::new(),
+            &plugin_ref(),
+            now(),
+        );
         assert!(plan.start.is_empty());
         assert_eq!(plan.status.conditions[0].reason, "Paused");
     }
@@ -605,7 +814,13 @@ mod tests {
     #[test]
     fn a_cyclic_graph_fails_the_workflow_with_the_cycle_named() {
         let wf = workflow(&[("a", &["b"]), ("b", &["a"])]);
-        let plan = plan_workflow(&wf, &ObservedJobs::default(), &Judge::new(), &plugin_ref(), now());
+        let plan = plan_workflow(
+            &wf,
+            &ObservedJobs::default(),
+            &Judge::new(),
+            &plugin_ref(),
+            now(),
+        );
         assert!(plan.start.is_empty());
         assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
         assert_eq!(plan.status.conditions[0].reason, "InvalidSteps");

@@ -10,9 +10,9 @@ use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
-use kube::ResourceExt;
 use tracing::{info, warn};
 
 use super::{Context, Error, Result, Transition, set_condition, succeeded_condition};
@@ -85,17 +85,37 @@ pub fn plan_group(
             })
         })
         .collect();
-    let completed = status.workflows.iter().filter(|w| w.status == phase::COMPLETED).count();
+    let completed = status
+        .workflows
+        .iter()
+        .filter(|w| w.status == phase::COMPLETED)
+        .count();
     status.progress = Some(format!("{completed}/{}", types.len()));
     let started = !status.workflows.is_empty();
 
-    let wait = |status: &mut WorkflowGroupStatus, reason: &str, message: String, events: &mut Vec<Transition>| {
-        status.phase = Some(if started { phase::RUNNING } else { phase::PENDING }.into());
-        let changed = !old.conditions.iter().any(|c| c.type_ == CONDITION_SUCCEEDED && c.reason == reason && c.message == message);
+    let wait = |status: &mut WorkflowGroupStatus,
+                reason: &str,
+                message: String,
+                events: &mut Vec<Transition>| {
+        status.phase = Some(
+            if started {
+                phase::RUNNING
+            } else {
+                phase::PENDING
+            }
+            .into(),
+        );
+        let changed = !old
+            .conditions
+            .iter()
+            .any(|c| c.type_ == CONDITION_SUCCEEDED && c.reason == reason && c.message == message);
         if changed && reason != "Running" {
             events.push(Transition::warning(reason, message.clone()));
         }
-        set_condition(&mut status.conditions, succeeded_condition("Unknown", reason, &message, generation, now));
+        set_condition(
+            &mut status.conditions,
+            succeeded_condition("Unknown", reason, &message, generation, now),
+        );
     };
 
     if let Some(problem) = spec_problem(group) {
@@ -110,7 +130,11 @@ pub fn plan_group(
     let due: Vec<&String> = if !started {
         types.iter().collect()
     } else if all_done {
-        types.iter().filter(|t| !workflows.contains_key(*t)).take(1).collect()
+        types
+            .iter()
+            .filter(|t| !workflows.contains_key(*t))
+            .take(1)
+            .collect()
     } else {
         Vec::new()
     };
@@ -130,15 +154,28 @@ pub fn plan_group(
         let message = format!(
             "no plugin is loaded for workflow type{} {}; the group starts when {} added to the plugin directory",
             if missing.len() > 1 { "s" } else { "" },
-            missing.iter().map(|t| format!("{t:?}")).collect::<Vec<_>>().join(", "),
-            if missing.len() > 1 { "they are" } else { "it is" },
+            missing
+                .iter()
+                .map(|t| format!("{t:?}"))
+                .collect::<Vec<_>>()
+                .join(", "),
+            if missing.len() > 1 {
+                "they are"
+            } else {
+                "it is"
+            },
         );
         wait(&mut status, "PluginMissing", message, &mut plan.events);
         plan.status = status;
         return plan;
     }
     if !invalid.is_empty() {
-        wait(&mut status, "InvalidParams", invalid.join("; "), &mut plan.events);
+        wait(
+            &mut status,
+            "InvalidParams",
+            invalid.join("; "),
+            &mut plan.events,
+        );
         plan.status = status;
         return plan;
     }
@@ -150,8 +187,12 @@ pub fn plan_group(
                 let message = format!("workflow {} ({t}) failed: {}", w.name, w.message);
                 status.phase = Some(phase::FAILED.into());
                 status.completion_time.get_or_insert(Time(now));
-                set_condition(&mut status.conditions, succeeded_condition("False", "WorkflowFailed", &message, generation, now));
-                plan.events.push(Transition::warning("GroupFailed", message));
+                set_condition(
+                    &mut status.conditions,
+                    succeeded_condition("False", "WorkflowFailed", &message, generation, now),
+                );
+                plan.events
+                    .push(Transition::warning("GroupFailed", message));
                 plan.status = status;
                 return plan;
             }
@@ -162,7 +203,12 @@ pub fn plan_group(
                 return plan;
             }
             None if group.spec.paused => {
-                wait(&mut status, "Paused", "paused: no new workflow starts until spec.paused is cleared".into(), &mut plan.events);
+                wait(
+                    &mut status,
+                    "Paused",
+                    "paused: no new workflow starts until spec.paused is cleared".into(),
+                    &mut plan.events,
+                );
                 plan.status = status;
                 return plan;
             }
@@ -170,7 +216,10 @@ pub fn plan_group(
                 plan.create = Some(t.clone());
                 status.phase = Some(phase::RUNNING.into());
                 let message = format!("starting workflow {t}");
-                set_condition(&mut status.conditions, succeeded_condition("Unknown", "Running", &message, generation, now));
+                set_condition(
+                    &mut status.conditions,
+                    succeeded_condition("Unknown", "Running", &message, generation, now),
+                );
                 plan.status = status;
                 return plan;
             }
@@ -179,8 +228,12 @@ pub fn plan_group(
     let message = format!("all {} workflows completed", types.len());
     status.phase = Some(phase::COMPLETED.into());
     status.completion_time.get_or_insert(Time(now));
-    set_condition(&mut status.conditions, succeeded_condition("True", "Completed", &message, generation, now));
-    plan.events.push(Transition::normal("GroupCompleted", message));
+    set_condition(
+        &mut status.conditions,
+        succeeded_condition("True", "Completed", &message, generation, now),
+    );
+    plan.events
+        .push(Transition::normal("GroupCompleted", message));
     plan.status = status;
     plan
 }
@@ -194,10 +247,14 @@ fn spec_problem(group: &WorkflowGroup) -> Option<String> {
     let mut seen = BTreeSet::new();
     for t in types {
         if let Err(reason) = check_dns_label(t) {
-            return Some(format!("spec.workflowSteps: workflow type {t:?} is not a valid name: {reason}"));
+            return Some(format!(
+                "spec.workflowSteps: workflow type {t:?} is not a valid name: {reason}"
+            ));
         }
         if !seen.insert(t) {
-            return Some(format!("spec.workflowSteps: workflow type {t:?} is listed twice"));
+            return Some(format!(
+                "spec.workflowSteps: workflow type {t:?} is listed twice"
+            ));
         }
     }
     group
@@ -227,7 +284,11 @@ pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<A
     let workflows: BTreeMap<String, ObservedWorkflow> = listed
         .items
         .into_iter()
-        .filter(|w| w.owner_references().iter().any(|o| o.uid == uid && o.controller == Some(true)))
+        .filter(|w| {
+            w.owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true))
+        })
         .map(|w| (w.spec.type_.clone(), observe(&w)))
         .collect();
 
@@ -240,7 +301,12 @@ pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<A
             let state = match ctx.registry.get(t) {
                 None => PluginState::Missing,
                 Some(plugin) => {
-                    let params = group.spec.params.get(t).cloned().unwrap_or_else(|| serde_json::json!({}));
+                    let params = group
+                        .spec
+                        .params
+                        .get(t)
+                        .cloned()
+                        .unwrap_or_else(|| serde_json::json!({}));
                     PluginState::Loaded(plugin.validate(&params).map_err(|e| e.to_string()))
                 }
             };
@@ -259,18 +325,30 @@ pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<A
                     type_: type_name.clone(),
                     status: phase::PENDING.into(),
                 });
-                plan.events.push(Transition::normal(
-                    "WorkflowCreated",
-                    format!("created workflow {created} ({type_name})"),
-                ));
+                plan.events.push(
+                    Transition::normal(
+                        "WorkflowCreated",
+                        format!("created workflow {created} ({type_name})"),
+                    )
+                    .about(type_name),
+                );
             }
             Err(CreateError::Kube(e)) => return Err(Error::Kube(e)),
             Err(CreateError::User(message)) => {
                 let reason = "TemplateFailed";
-                let first = !status.conditions.iter().any(|c| c.reason == reason && c.message == message);
+                let first = !status
+                    .conditions
+                    .iter()
+                    .any(|c| c.reason == reason && c.message == message);
                 set_condition(
                     &mut plan.status.conditions,
-                    succeeded_condition("Unknown", reason, &message, group.metadata.generation, now),
+                    succeeded_condition(
+                        "Unknown",
+                        reason,
+                        &message,
+                        group.metadata.generation,
+                        now,
+                    ),
                 );
                 if plan.status.workflows.is_empty() {
                     plan.status.phase = Some(phase::PENDING.into());
@@ -317,12 +395,16 @@ async fn create_workflow(
     ctx: &Context,
     now: Timestamp,
 ) -> Result<String, CreateError> {
-    let plugin = ctx
-        .registry
-        .get(type_name)
-        .ok_or_else(|| CreateError::User(format!("no plugin is loaded for workflow type {type_name:?}")))?;
-    let workflow = render_workflow(group, &plugin, now.as_second())
-        .map_err(|e| CreateError::User(format!("plugin {type_name} could not template the workflow: {e}")))?;
+    let plugin = ctx.registry.get(type_name).ok_or_else(|| {
+        CreateError::User(format!(
+            "no plugin is loaded for workflow type {type_name:?}"
+        ))
+    })?;
+    let workflow = render_workflow(group, &plugin, now.as_second()).map_err(|e| {
+        CreateError::User(format!(
+            "plugin {type_name} could not template the workflow: {e}"
+        ))
+    })?;
     let name = workflow.name_any();
     match api.create(&PostParams::default(), &workflow).await {
         Ok(_) => {
@@ -372,7 +454,8 @@ mod tests {
 
     fn sample() -> WorkflowGroup {
         let mut group: WorkflowGroup =
-            serde_yaml::from_str(include_str!("../../../examples/workflowgroup-sample.yaml")).unwrap();
+            serde_yaml::from_str(include_str!("../../../examples/workflowgroup-sample.yaml"))
+                .unwrap();
         group.metadata.uid = Some("uid-g".into());
         group.metadata.generation = Some(1);
         group
@@ -393,7 +476,14 @@ mod tests {
         entries
             .iter()
             .map(|(t, p)| {
-                (t.to_string(), ObservedWorkflow { name: format!("wf-{t}"), phase: p.to_string(), message: "step x failed: boom".into() })
+                (
+                    t.to_string(),
+                    ObservedWorkflow {
+                        name: format!("wf-{t}"),
+                        phase: p.to_string(),
+                        message: "step x failed: boom".into(),
+                    },
+                )
             })
             .collect()
     }
@@ -408,9 +498,19 @@ mod tests {
 
     #[test]
     fn the_next_workflow_waits_for_the_previous_to_complete() {
-        let plan = plan_group(&sample(), &observed(&[("pre-check", "Running")]), &all_loaded(), now());
+        let plan = plan_group(
+            &sample(),
+            &observed(&[("pre-check", "Running")]),
+            &all_loaded(),
+            now(),
+        );
         assert_eq!(plan.create, None);
-        let plan = plan_group(&sample(), &observed(&[("pre-check", "Completed")]), &all_loaded(), now());
+        let plan = plan_group(
+            &sample(),
+            &observed(&[("pre-check", "Completed")]),
+            &all_loaded(),
+            now(),
+        );
         assert_eq!(plan.create.as_deref(), Some("setup"));
         assert_eq!(plan.status.workflows.len(), 1);
         assert_eq!(plan.status.progress.as_deref(), Some("1/3"));
@@ -418,19 +518,32 @@ mod tests {
 
     #[test]
     fn the_first_failed_workflow_fails_the_group_and_nothing_more_is_created() {
-        let plan = plan_group(&sample(), &observed(&[("pre-check", "Completed"), ("setup", "Failed")]), &all_loaded(), now());
+        let plan = plan_group(
+            &sample(),
+            &observed(&[("pre-check", "Completed"), ("setup", "Failed")]),
+            &all_loaded(),
+            now(),
+        );
         assert_eq!(plan.create, None);
         assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
         let cond = &plan.status.conditions[0];
         assert_eq!(cond.status, "False");
-        assert!(cond.message.contains("wf-setup") && cond.message.contains("boom"), "{}", cond.message);
+        assert!(
+            cond.message.contains("wf-setup") && cond.message.contains("boom"),
+            "{}",
+            cond.message
+        );
     }
 
     #[test]
     fn all_completed_completes_the_group() {
         let plan = plan_group(
             &sample(),
-            &observed(&[("pre-check", "Completed"), ("setup", "Completed"), ("post-check", "Completed")]),
+            &observed(&[
+                ("pre-check", "Completed"),
+                ("setup", "Completed"),
+                ("post-check", "Completed"),
+            ]),
             &all_loaded(),
             now(),
         );
@@ -447,29 +560,49 @@ mod tests {
         assert_eq!(plan.create, None);
         assert_eq!(plan.status.phase.as_deref(), Some(phase::PENDING));
         let cond = &plan.status.conditions[0];
-        assert_eq!((cond.status.as_str(), cond.reason.as_str()), ("Unknown", "PluginMissing"));
+        assert_eq!(
+            (cond.status.as_str(), cond.reason.as_str()),
+            ("Unknown", "PluginMissing")
+        );
         assert!(cond.message.contains("\"post-check\""), "{}", cond.message);
     }
 
     #[test]
     fn invalid_params_keep_the_group_pending_with_the_plugins_message() {
         let mut plugins = all_loaded();
-        plugins.insert("setup".into(), PluginState::Loaded(Err("missing field `version`".into())));
+        plugins.insert(
+            "setup".into(),
+            PluginState::Loaded(Err("missing field `version`".into())),
+        );
         let plan = plan_group(&sample(), &BTreeMap::new(), &plugins, now());
         assert_eq!(plan.create, None);
         assert_eq!(plan.status.conditions[0].reason, "InvalidParams");
-        assert!(plan.status.conditions[0].message.contains("spec.params.setup: missing field `version`"));
+        assert!(
+            plan.status.conditions[0]
+                .message
+                .contains("spec.params.setup: missing field `version`")
+        );
     }
 
     #[test]
     fn a_paused_group_creates_nothing_and_resumes_when_unpaused() {
         let mut group = sample();
         group.spec.paused = true;
-        let plan = plan_group(&group, &observed(&[("pre-check", "Completed")]), &all_loaded(), now());
+        let plan = plan_group(
+            &group,
+            &observed(&[("pre-check", "Completed")]),
+            &all_loaded(),
+            now(),
+        );
         assert_eq!(plan.create, None);
         assert_eq!(plan.status.conditions[0].reason, "Paused");
         group.spec.paused = false;
-        let plan = plan_group(&group, &observed(&[("pre-check", "Completed")]), &all_loaded(), now());
+        let plan = plan_group(
+            &group,
+            &observed(&[("pre-check", "Completed")]),
+            &all_loaded(),
+            now(),
+        );
         assert_eq!(plan.create.as_deref(), Some("setup"));
     }
 
@@ -482,16 +615,26 @@ mod tests {
         assert!(plan.status.conditions[0].message.contains("listed twice"));
 
         let mut group = sample();
-        group.spec.params.insert("nope".into(), serde_json::json!({}));
+        group
+            .spec
+            .params
+            .insert("nope".into(), serde_json::json!({}));
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         assert_eq!(plan.status.conditions[0].reason, "InvalidSpec");
-        assert!(plan.status.conditions[0].message.contains("spec.params.nope"));
+        assert!(
+            plan.status.conditions[0]
+                .message
+                .contains("spec.params.nope")
+        );
     }
 
     #[test]
     fn a_finished_group_is_left_alone() {
         let mut group = sample();
-        group.status = Some(WorkflowGroupStatus { phase: Some(phase::COMPLETED.into()), ..Default::default() });
+        group.status = Some(WorkflowGroupStatus {
+            phase: Some(phase::COMPLETED.into()),
+            ..Default::default()
+        });
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         assert_eq!(plan.create, None);
         assert_eq!(plan.status, group.status.clone().unwrap());
