@@ -40,10 +40,16 @@ impl Error {
     /// How long to wait before retrying. A 409 conflict is a race with another writer, not a
     /// failure: retry at once.
     pub fn backoff(&self) -> Duration {
-        match self {
-            Error::Kube(kube::Error::Api(e)) if e.code == 409 => Duration::from_millis(100),
-            _ => Duration::from_secs(5),
+        if self.is_conflict() {
+            Duration::from_millis(100)
+        } else {
+            Duration::from_secs(5)
         }
+    }
+
+    /// Whether this is a 409 conflict from the API server.
+    pub fn is_conflict(&self) -> bool {
+        matches!(self, Error::Kube(kube::Error::Api(e)) if e.code == 409)
     }
 }
 

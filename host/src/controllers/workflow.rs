@@ -496,10 +496,15 @@ async fn patch_status(api: &Api<Workflow>, name: &str, status: &WorkflowStatus) 
     Ok(())
 }
 
-/// Logs a reconcile error; the controller retries it with backoff.
+/// Logs a reconcile error; the controller retries it with backoff. A conflict is a race with
+/// another writer, retried at once and not counted as a failure.
 pub fn error_policy(workflow: Arc<Workflow>, error: &Error, ctx: Arc<Context>) -> Action {
-    warn!(workflow = %workflow.name_any(), namespace = ?workflow.namespace(), %error, "reconcile failed");
-    ctx.metrics.reconcile_failed("workflow");
+    if error.is_conflict() {
+        tracing::debug!(workflow = %workflow.name_any(), %error, "conflict, retrying");
+    } else {
+        warn!(workflow = %workflow.name_any(), namespace = ?workflow.namespace(), %error, "reconcile failed");
+        ctx.metrics.reconcile_failed("workflow");
+    }
     Action::requeue(error.backoff())
 }
 

@@ -441,10 +441,15 @@ fn observe(workflow: &Workflow) -> ObservedWorkflow {
     }
 }
 
-/// Logs a reconcile error; the controller retries it with backoff.
+/// Logs a reconcile error; the controller retries it with backoff. A conflict is a race with
+/// another writer, retried at once and not counted as a failure.
 pub fn error_policy(group: Arc<WorkflowGroup>, error: &Error, ctx: Arc<Context>) -> Action {
-    warn!(group = %group.name_any(), namespace = ?group.namespace(), %error, "reconcile failed");
-    ctx.metrics.reconcile_failed("workflowgroup");
+    if error.is_conflict() {
+        tracing::debug!(group = %group.name_any(), %error, "conflict, retrying");
+    } else {
+        warn!(group = %group.name_any(), namespace = ?group.namespace(), %error, "reconcile failed");
+        ctx.metrics.reconcile_failed("workflowgroup");
+    }
     Action::requeue(error.backoff())
 }
 
