@@ -147,7 +147,7 @@ pub fn render_workflow(
     now: i64,
 ) -> Result<Workflow, RenderError> {
     let type_name = plugin.info().type_name.clone();
-    if !group.spec.workflow_steps.iter().any(|t| *t == type_name) {
+    if !group.spec.workflow_steps.contains(&type_name) {
         return Err(RenderError::TypeNotInGroup {
             type_name,
             steps: group.spec.workflow_steps.join(", "),
