@@ -30,6 +30,11 @@ fmt: ## Format the code
 # The end-to-end tests start the local cluster themselves when it is not up (and use
 # WORKFLOW_E2E_KUBECONFIG when set); a cluster this target started is stopped afterwards.
 test: plugins ## Unit, plugin and end-to-end tests (starts the local cluster)
+	@# The tests run their own operators; one left by `make demo` would race them.
+	@if [ -f .local-cluster/pids/operator.pid ]; then \
+	  echo "stopping the operator left by make demo (the tests run their own)"; \
+	  kill "$$(cat .local-cluster/pids/operator.pid)" 2>/dev/null || true; rm -f .local-cluster/pids/operator.pid; \
+	fi
 	@was_up=0; tests/cluster/cluster.sh status >/dev/null 2>&1 && was_up=1; \
 	$(CARGO) test --workspace --no-fail-fast; rc=$$?; \
 	if [ $$was_up = 0 ] && [ -z "$$KEEP_CLUSTER" ]; then tests/cluster/cluster.sh down; fi; \

@@ -209,7 +209,7 @@ pub trait WorkflowType {
 /// scope) of the type that implements
 /// [`WorkflowType`]:
 ///
-/// ```ignore
+/// ```text
 /// export_workflow_type!(MyType);
 /// ```
 ///
