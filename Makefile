@@ -6,7 +6,7 @@ CARGO ?= cargo
 KUBECTL ?= $(firstword $(wildcard /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33) kubectl)
 export KUBECTL
 export CARGO_TERM_COLOR ?= never
-LOCAL_KUBECONFIG := $(CURDIR)/.local-cluster/kubeconfig
+TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
 .PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy bench
 
@@ -50,12 +50,12 @@ uninstall: ## Remove the CRDs (and every WorkflowGroup and Workflow) from the cu
 	$(KUBECTL) delete -f crds/ --ignore-not-found
 
 run: plugins ## Run the operator against the current kubeconfig, plugins from target/plugins/
-	$(CARGO) run -p workflow-operator -- run --plugin-dir target/plugins
+	$(CARGO) run -p workflow-operator -- run --plugin-dir $(TARGET_DIR)/plugins
 
 deploy: ## Install CRDs, RBAC, the plugins ConfigMap and the Deployment (needs the image in reach of the cluster)
 	$(KUBECTL) apply -f crds/
 	$(KUBECTL) apply -f deploy/operator.yaml
-	$(KUBECTL) -n workflow-system create configmap workflow-plugins $(foreach f,$(wildcard target/plugins/*.wasm),--from-file=$(f)) --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	$(KUBECTL) -n workflow-system create configmap workflow-plugins $(foreach f,$(wildcard $(TARGET_DIR)/plugins/*.wasm),--from-file=$(f)) --dry-run=client -o yaml | $(KUBECTL) apply -f -
 
 demo: plugins build ## Everything on the local cluster: the seed's sample group, run to Completed
 	./scripts/demo.sh
