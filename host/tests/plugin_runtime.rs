@@ -306,16 +306,18 @@ fn huge_output_is_refused() {
 
 #[test]
 fn duplicate_step_names_are_invalid_output() {
-    let err = hostile("bad-graph").expect_err("bad graph");
+    let err = hostile("duplicate").expect_err("duplicate names");
     assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
     assert!(err.to_string().contains("more than once"), "{err}");
 }
 
 #[test]
 fn a_cyclic_step_graph_is_invalid_output() {
-    let err = hostile("cycle").expect_err("cycle");
-    assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
-    assert!(err.to_string().contains("cycle"), "{err}");
+    for mode in ["bad-graph", "cycle"] {
+        let err = hostile(mode).expect_err("cycle");
+        assert!(matches!(err, PluginError::InvalidOutput { .. }), "{err:?}");
+        assert!(err.to_string().contains("cycle"), "{mode}: {err}");
+    }
 }
 
 #[test]

@@ -21,6 +21,9 @@ use super::validate::{self, Limits};
 /// How often the engine's epoch advances; the granularity of call time limits.
 const EPOCH_TICK: Duration = Duration::from_millis(10);
 
+/// Bytes of each linear memory kept resident between calls.
+const KEEP_RESIDENT: usize = 4 << 20;
+
 /// The name under which a plugin exports its functions, without the version.
 const EXPORT_NAME: &str = "workflow:plugin/workflow-type";
 
@@ -116,7 +119,8 @@ impl Runtime {
     /// contract version and exports, calls its `info` and validates the answer.
     ///
     /// `origin` says where the bytes come from (usually the file path); it appears in messages.
-    /// Loading the same bytes again returns the cached compilation (and the cached failure).
+    /// Loading the same bytes again returns the cached compilation (or the cached failure,
+    /// unless it was a timeout or a full instance pool, which may pass next time).
     ///
     /// # Errors
     /// [`PluginError::NotAComponent`], [`PluginError::Compile`], [`PluginError::WrongContract`],
@@ -135,11 +139,19 @@ impl Runtime {
             Some(result) => result,
             None => {
                 let result = self.compile(bytes, origin, &digest).map(Arc::new);
-                self.inner
-                    .compiled
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(digest, result.clone());
+                // A timeout or a full instance pool may pass on a quieter machine: retry
+                // those on the next load; everything else is a property of the bytes.
+                let transient = matches!(
+                    result,
+                    Err(PluginError::Timeout { .. } | PluginError::Instantiate { .. })
+                );
+                if !transient {
+                    self.inner
+                        .compiled
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(digest, result.clone());
+                }
                 result
             }
         }?;
@@ -517,10 +529,11 @@ fn engine_config(config: &RuntimeConfig) -> anyhow::Result<Config> {
         .total_memories(instances.saturating_mul(2))
         .total_tables(instances.saturating_mul(4))
         .max_memory_size(memory_limit)
-        // Keep the first pages of each slot committed: resetting them is cheaper than
-        // faulting them in again on the next call.
-        .linear_memory_keep_resident(128 << 10)
-        .table_keep_resident(16 << 10);
+        // Keep the low pages of each slot (a Rust guest's stack, data and first heap pages)
+        // committed: on Linux 6.7+ wasmtime resets only the dirty ones (PAGEMAP_SCAN), which
+        // is much cheaper than faulting them in again on the next call.
+        .linear_memory_keep_resident(KEEP_RESIDENT)
+        .table_keep_resident(64 << 10);
     let mut cfg = Config::new();
     cfg.wasm_component_model(true)
         .epoch_interruption(true)
