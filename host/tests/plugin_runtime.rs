@@ -512,6 +512,13 @@ fn runtime_config_reads_camel_case() {
 async fn calls_work_inside_a_multi_threaded_async_runtime() {
     good_plugin_still_works();
     hostile("trap").expect_err("trap");
+    // As the controllers call plugins: from a task on a worker thread.
+    tokio::spawn(async {
+        good_plugin_still_works();
+        hostile("trap").expect_err("trap");
+    })
+    .await
+    .expect("task");
 }
 
 #[tokio::test]
