@@ -392,7 +392,7 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
             Some(digest) => format!(
                 "the plugin version this workflow was started with ({type_} sha256:{short}) is not loaded; load that version again (or delete the workflow to start over)",
                 type_ = workflow.spec.type_,
-                short = &digest[..digest.len().min(12)]
+                short = digest.chars().take(12).collect::<String>()
             ),
             None => format!(
                 "no plugin is loaded for workflow type {:?}; add {}.wasm to the plugin directory",
