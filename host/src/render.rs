@@ -120,7 +120,11 @@ pub fn bounded_name(parts: &[&str], suffix: &str, max: usize) -> String {
     let mut base = parts.join("-");
     let room = max.saturating_sub(suffix.len() + 1);
     if base.len() > room {
-        base.truncate(room);
+        let mut cut = room;
+        while !base.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        base.truncate(cut);
     }
     let base = base.trim_end_matches(['-', '.']);
     format!("{base}-{suffix}")
