@@ -588,12 +588,7 @@ mod tests {
         exit_code: i32,
         message: &str,
     ) -> (Job, Pod) {
-        let mut job = build_job(
-            wf,
-            wf.spec.steps.iter().find(|s| s.name == step).unwrap(),
-            attempt,
-            "busybox",
-        );
+        let mut job = running_job(wf, step, attempt);
         let ok = exit_code == 0;
         job.status = Some(JobStatus {
             conditions: Some(vec![JobCondition {
