@@ -35,14 +35,19 @@ pub fn plugin_context(group: &WorkflowGroup, workflow_type: &str, now: i64) -> p
         namespace: group.namespace().unwrap_or_else(|| "default".into()),
         cluster_name: group.spec.cluster_name.clone(),
         targets: group.spec.targets.iter().map(to_plugin_target).collect(),
-        params: group
-            .spec
-            .params
-            .get(workflow_type)
-            .cloned()
-            .unwrap_or_else(|| serde_json::json!({})),
+        params: type_params(group, workflow_type),
         now,
     }
+}
+
+/// The group's parameters for `workflow_type`; `{}` when it gives none.
+pub fn type_params(group: &WorkflowGroup, workflow_type: &str) -> serde_json::Value {
+    group
+        .spec
+        .params
+        .get(workflow_type)
+        .cloned()
+        .unwrap_or_else(|| serde_json::json!({}))
 }
 
 /// Converts an API target to the plugin's.

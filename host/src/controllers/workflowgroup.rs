@@ -21,7 +21,7 @@ use crate::api::{
     WorkflowReference, phase,
 };
 use crate::graph::check_dns_label;
-use crate::render::render_workflow;
+use crate::render::{render_workflow, type_params};
 
 /// A Workflow of the group, as observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,14 +53,16 @@ pub struct GroupPlan {
     pub events: Vec<Transition>,
 }
 
-/// Decides what to do with `group`, given its Workflows by type and the plugins of the types
-/// not created yet.
+/// Decides what to do with `group`, given its Workflows by type and a way to ask about the
+/// plugin of a type. `plugin_state` is asked only for the types due to be checked now (a
+/// params check is a sandboxed plugin call, so a running group does not pay for it on every
+/// reconcile).
 ///
 /// Pure: no I/O, so the whole state machine is tested without a cluster.
 pub fn plan_group(
     group: &WorkflowGroup,
     workflows: &BTreeMap<String, ObservedWorkflow>,
-    plugins: &BTreeMap<String, PluginState>,
+    plugin_state: &dyn Fn(&str) -> PluginState,
     now: Timestamp,
 ) -> GroupPlan {
     let old = group.status.clone().unwrap_or_default();
@@ -138,15 +140,17 @@ pub fn plan_group(
     } else {
         Vec::new()
     };
-    let missing: Vec<&str> = due
+    let states: Vec<(&String, PluginState)> =
+        due.into_iter().map(|t| (t, plugin_state(t))).collect();
+    let missing: Vec<&str> = states
         .iter()
-        .filter(|t| !matches!(plugins.get(t.as_str()), Some(PluginState::Loaded(_))))
-        .map(|t| t.as_str())
+        .filter(|(_, state)| *state == PluginState::Missing)
+        .map(|(t, _)| t.as_str())
         .collect();
-    let invalid: Vec<String> = due
+    let invalid: Vec<String> = states
         .iter()
-        .filter_map(|t| match plugins.get(t.as_str()) {
-            Some(PluginState::Loaded(Err(e))) => Some(format!("spec.params.{t}: {e}")),
+        .filter_map(|(t, state)| match state {
+            PluginState::Loaded(Err(e)) => Some(format!("spec.params.{t}: {e}")),
             _ => None,
         })
         .collect();
@@ -292,30 +296,17 @@ pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<A
         .map(|w| (w.spec.type_.clone(), observe(&w)))
         .collect();
 
-    let plugins: BTreeMap<String, PluginState> = group
-        .spec
-        .workflow_steps
-        .iter()
-        .filter(|t| !workflows.contains_key(*t))
-        .map(|t| {
-            let state = match ctx.registry.get(t) {
-                None => PluginState::Missing,
-                Some(plugin) => {
-                    let params = group
-                        .spec
-                        .params
-                        .get(t)
-                        .cloned()
-                        .unwrap_or_else(|| serde_json::json!({}));
-                    PluginState::Loaded(plugin.validate(&params).map_err(|e| e.to_string()))
-                }
-            };
-            (t.clone(), state)
-        })
-        .collect();
+    let plugin_state = |t: &str| match ctx.registry.get(t) {
+        None => PluginState::Missing,
+        Some(plugin) => PluginState::Loaded(
+            plugin
+                .validate(&type_params(&group, t))
+                .map_err(|e| e.to_string()),
+        ),
+    };
 
     let now = Timestamp::now();
-    let mut plan = plan_group(&group, &workflows, &plugins, now);
+    let mut plan = plan_group(&group, &workflows, &plugin_state, now);
 
     if let Some(type_name) = &plan.create {
         match create_workflow(&group, type_name, &workflows_api, &ctx, now).await {
@@ -477,6 +468,10 @@ mod tests {
             .collect()
     }
 
+    fn lookup(plugins: &BTreeMap<String, PluginState>) -> impl Fn(&str) -> PluginState + '_ {
+        |t| plugins.get(t).cloned().unwrap_or(PluginState::Missing)
+    }
+
     fn observed(entries: &[(&str, &str)]) -> BTreeMap<String, ObservedWorkflow> {
         entries
             .iter()
@@ -495,7 +490,7 @@ mod tests {
 
     #[test]
     fn a_new_group_creates_only_its_first_workflow() {
-        let plan = plan_group(&sample(), &BTreeMap::new(), &all_loaded(), now());
+        let plan = plan_group(&sample(), &BTreeMap::new(), &lookup(&all_loaded()), now());
         assert_eq!(plan.create.as_deref(), Some("pre-check"));
         assert_eq!(plan.status.phase.as_deref(), Some(phase::RUNNING));
         assert_eq!(plan.status.progress.as_deref(), Some("0/3"));
@@ -506,14 +501,14 @@ mod tests {
         let plan = plan_group(
             &sample(),
             &observed(&[("pre-check", "Running")]),
-            &all_loaded(),
+            &lookup(&all_loaded()),
             now(),
         );
         assert_eq!(plan.create, None);
         let plan = plan_group(
             &sample(),
             &observed(&[("pre-check", "Completed")]),
-            &all_loaded(),
+            &lookup(&all_loaded()),
             now(),
         );
         assert_eq!(plan.create.as_deref(), Some("setup"));
@@ -526,7 +521,7 @@ mod tests {
         let plan = plan_group(
             &sample(),
             &observed(&[("pre-check", "Completed"), ("setup", "Failed")]),
-            &all_loaded(),
+            &lookup(&all_loaded()),
             now(),
         );
         assert_eq!(plan.create, None);
@@ -549,7 +544,7 @@ mod tests {
                 ("setup", "Completed"),
                 ("post-check", "Completed"),
             ]),
-            &all_loaded(),
+            &lookup(&all_loaded()),
             now(),
         );
         assert_eq!(plan.status.phase.as_deref(), Some(phase::COMPLETED));
@@ -561,7 +556,7 @@ mod tests {
     fn a_missing_plugin_keeps_a_new_group_pending_naming_the_type() {
         let mut plugins = all_loaded();
         plugins.insert("post-check".into(), PluginState::Missing);
-        let plan = plan_group(&sample(), &BTreeMap::new(), &plugins, now());
+        let plan = plan_group(&sample(), &BTreeMap::new(), &lookup(&plugins), now());
         assert_eq!(plan.create, None);
         assert_eq!(plan.status.phase.as_deref(), Some(phase::PENDING));
         let cond = &plan.status.conditions[0];
@@ -579,7 +574,7 @@ mod tests {
             "setup".into(),
             PluginState::Loaded(Err("missing field `version`".into())),
         );
-        let plan = plan_group(&sample(), &BTreeMap::new(), &plugins, now());
+        let plan = plan_group(&sample(), &BTreeMap::new(), &lookup(&plugins), now());
         assert_eq!(plan.create, None);
         assert_eq!(plan.status.conditions[0].reason, "InvalidParams");
         assert!(
@@ -596,7 +591,7 @@ mod tests {
         let plan = plan_group(
             &group,
             &observed(&[("pre-check", "Completed")]),
-            &all_loaded(),
+            &lookup(&all_loaded()),
             now(),
         );
         assert_eq!(plan.create, None);
@@ -605,7 +600,7 @@ mod tests {
         let plan = plan_group(
             &group,
             &observed(&[("pre-check", "Completed")]),
-            &all_loaded(),
+            &lookup(&all_loaded()),
             now(),
         );
         assert_eq!(plan.create.as_deref(), Some("setup"));
@@ -615,7 +610,7 @@ mod tests {
     fn a_type_listed_twice_or_params_for_an_unknown_type_is_an_invalid_spec() {
         let mut group = sample();
         group.spec.workflow_steps.push("setup".into());
-        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        let plan = plan_group(&group, &BTreeMap::new(), &lookup(&all_loaded()), now());
         assert_eq!(plan.status.conditions[0].reason, "InvalidSpec");
         assert!(plan.status.conditions[0].message.contains("listed twice"));
 
@@ -624,7 +619,7 @@ mod tests {
             .spec
             .params
             .insert("nope".into(), serde_json::json!({}));
-        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        let plan = plan_group(&group, &BTreeMap::new(), &lookup(&all_loaded()), now());
         assert_eq!(plan.status.conditions[0].reason, "InvalidSpec");
         assert!(
             plan.status.conditions[0]
@@ -640,7 +635,7 @@ mod tests {
             phase: Some(phase::COMPLETED.into()),
             ..Default::default()
         });
-        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        let plan = plan_group(&group, &BTreeMap::new(), &lookup(&all_loaded()), now());
         assert_eq!(plan.create, None);
         assert_eq!(plan.status, group.status.clone().unwrap());
     }
