@@ -7,8 +7,13 @@ use std::thread;
 use std::time::Duration;
 
 use sha2::{Digest as _, Sha256};
-use wasmtime::component::{Component, HasSelf, Linker};
-use wasmtime::{Config, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap};
+use wasmtime::component::{
+    Component, ComponentExportIndex, ComponentNamedList, HasSelf, Instance, InstancePre, Lift,
+    Linker, Lower,
+};
+use wasmtime::{
+    Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig, Store, Trap,
+};
 
 use super::bindings::exports::workflow::plugin::workflow_type as wit;
 use super::bindings::{Plugin as Bindings, PluginPre};
@@ -48,11 +53,63 @@ struct RuntimeInner {
 
 /// One compiled, pre-instantiated plugin and what it said about itself.
 struct Compiled {
-    pre: PluginPre<CallState>,
+    pre: InstancePre<CallState>,
+    exports: Exports,
     info: PluginInfo,
     schema: jsonschema::Validator,
     digest: String,
     size: usize,
+}
+
+/// Where the contract's functions are in one compiled plugin, found once per compilation.
+/// A call then looks up and typechecks only the function it calls, not all five as the
+/// generated bindings do on every instantiation.
+struct Exports {
+    info: ComponentExportIndex,
+    validate: ComponentExportIndex,
+    template: ComponentExportIndex,
+    gate: ComponentExportIndex,
+    evaluate: ComponentExportIndex,
+}
+
+impl Exports {
+    fn find(component: &Component, origin: &str) -> Result<Self, PluginError> {
+        let interface = format!("{EXPORT_NAME}@{CONTRACT_VERSION}");
+        let missing = |what: String| PluginError::MissingExport {
+            origin: origin.to_string(),
+            exports: what,
+        };
+        let (_, instance) = component
+            .get_export(None, interface.as_str())
+            .ok_or_else(|| missing(format!("no {interface}")))?;
+        let func = |name: &str| {
+            component
+                .get_export_index(Some(&instance), name)
+                .ok_or_else(|| missing(format!("{interface} without `{name}`")))
+        };
+        Ok(Self {
+            info: func("info")?,
+            validate: func("validate")?,
+            template: func("template")?,
+            gate: func("gate")?,
+            evaluate: func("evaluate")?,
+        })
+    }
+}
+
+/// Calls the export at `index` of `instance`, whose signature is `P -> R`.
+fn call_export<P, R>(
+    store: &mut Store<CallState>,
+    instance: Instance,
+    index: &ComponentExportIndex,
+    params: P,
+) -> wasmtime::Result<R>
+where
+    P: ComponentNamedList + Lower,
+    (R,): ComponentNamedList + Lift,
+{
+    let func = instance.get_typed_func::<P, (R,)>(&mut *store, index)?;
+    Ok(func.call(store, params)?.0)
 }
 
 /// A loaded plugin: a workflow type ready to be called. `Send + Sync`; share it in an `Arc`.
@@ -183,20 +240,30 @@ impl Runtime {
                 reason: one_line(&format!("{e:#}")),
             }
         })?;
-        let pre = PluginPre::new(pre).map_err(|e| PluginError::MissingExport {
+        // The generated bindings check every export's signature against the contract.
+        PluginPre::new(pre.clone()).map_err(|e| PluginError::MissingExport {
             origin: origin.to_string(),
             exports: one_line(&format!("{e:#}")),
         })?;
+        let exports = Exports::find(&component, origin)?;
         let tag = LogTag {
             plugin: origin.into(),
             digest: short_digest(digest).into(),
         };
-        let raw = call_in_store(&self.inner, &pre, &tag, origin, "info", |store, plugin| {
-            plugin.call_info(store)
-        })?;
+        let raw = call_in_store(
+            &self.inner,
+            &pre,
+            &tag,
+            origin,
+            "info",
+            |store, instance| {
+                call_export::<(), wit::PluginInfo>(store, instance, &exports.info, ())
+            },
+        )?;
         let (info, schema) = validate::info(raw, origin, &limits(&self.inner.config))?;
         Ok(Compiled {
             pre,
+            exports,
             info,
             schema,
             digest: digest.to_string(),
@@ -277,8 +344,8 @@ impl Plugin {
             return Err(self.invalid_params(errors.join("; ")));
         }
         let json = params.to_string();
-        let result = self.call("validate", |store, plugin| {
-            plugin.call_validate(store, &json)
+        let result = self.call("validate", |store, instance, exports| {
+            call_export::<(&str,), Result<(), String>>(store, instance, &exports.validate, (&json,))
         })?;
         result.map_err(|message| {
             self.invalid_params(
@@ -296,8 +363,13 @@ impl Plugin {
     /// or any call error.
     pub fn template(&self, context: &Context) -> Result<Vec<Step>, PluginError> {
         let ctx = validate::to_wit_context(context);
-        let result = self.call("template", |store, plugin| {
-            plugin.call_template(store, &ctx)
+        let result = self.call("template", |store, instance, exports| {
+            call_export::<(&wit::Context,), Result<Vec<wit::Step>, String>>(
+                store,
+                instance,
+                &exports.template,
+                (&ctx,),
+            )
         })?;
         let limits = limits(&self.runtime.config);
         match result {
@@ -318,7 +390,14 @@ impl Plugin {
     pub fn gate(&self, step: &Step, context: &Context) -> Result<Gate, PluginError> {
         let step = validate::to_wit_step(step);
         let ctx = validate::to_wit_context(context);
-        let decision = self.call("gate", |store, plugin| plugin.call_gate(store, &step, &ctx))?;
+        let decision = self.call("gate", |store, instance, exports| {
+            call_export::<(&wit::Step, &wit::Context), wit::GateDecision>(
+                store,
+                instance,
+                &exports.gate,
+                (&step, &ctx),
+            )
+        })?;
         Ok(match decision {
             wit::GateDecision::StartNow => Gate::StartNow,
             wit::GateDecision::NotBefore(t) => Gate::NotBefore(t),
@@ -332,8 +411,13 @@ impl Plugin {
     pub fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
         let step = validate::to_wit_step(step);
         let outcome = validate::to_wit_outcome(outcome);
-        let verdict = self.call("evaluate", |store, plugin| {
-            plugin.call_evaluate(store, &step, &outcome)
+        let verdict = self.call("evaluate", |store, instance, exports| {
+            call_export::<(&wit::Step, &wit::StepOutcome), wit::Verdict>(
+                store,
+                instance,
+                &exports.evaluate,
+                (&step, &outcome),
+            )
         })?;
         validate::verdict(verdict, &limits(&self.runtime.config))
             .map_err(|reason| self.invalid("evaluate", reason))
@@ -359,33 +443,32 @@ impl Plugin {
         let mut store = Store::new(&self.runtime.engine, state);
         store.limiter(|s| &mut s.limiter);
         store.set_epoch_deadline(u64::MAX / 2);
-        let bindings =
-            self.compiled
-                .pre
-                .instantiate(&mut store)
-                .map_err(|e| PluginError::Instantiate {
-                    plugin: self.label.clone(),
-                    call: "warm",
-                    reason: one_line(&format!("{e:#}")),
-                })?;
+        let bindings = PluginPre::new(self.compiled.pre.clone())
+            .and_then(|pre| pre.instantiate(&mut store))
+            .map_err(|e| PluginError::Instantiate {
+                plugin: self.label.clone(),
+                call: "warm",
+                reason: one_line(&format!("{e:#}")),
+            })?;
         Ok(WarmInstance { store, bindings })
     }
 
     fn call<R>(
         &self,
         call: &'static str,
-        f: impl FnOnce(&mut Store<CallState>, &wit::Guest) -> wasmtime::Result<R> + Send,
+        f: impl FnOnce(&mut Store<CallState>, Instance, &Exports) -> wasmtime::Result<R> + Send,
     ) -> Result<R, PluginError>
     where
         R: Send,
     {
+        let exports = &self.compiled.exports;
         call_in_store(
             &self.runtime,
             &self.compiled.pre,
             &self.tag,
             &self.label,
             call,
-            f,
+            |store, instance| f(store, instance, exports),
         )
     }
 
@@ -430,11 +513,11 @@ impl WarmInstance {
 /// Runs one call of `pre` in a fresh store, mapping every failure to a [`PluginError`].
 fn call_in_store<R: Send>(
     runtime: &RuntimeInner,
-    pre: &PluginPre<CallState>,
+    pre: &InstancePre<CallState>,
     tag: &LogTag,
     label: &str,
     call: &'static str,
-    f: impl FnOnce(&mut Store<CallState>, &wit::Guest) -> wasmtime::Result<R> + Send,
+    f: impl FnOnce(&mut Store<CallState>, Instance) -> wasmtime::Result<R> + Send,
 ) -> Result<R, PluginError> {
     outside_async_runtime(|| {
         let cfg = &runtime.config;
@@ -453,9 +536,7 @@ fn call_in_store<R: Send>(
         let result = pre
             .instantiate(&mut store)
             .map_err(|e| (e, true))
-            .and_then(|bindings| {
-                f(&mut store, bindings.workflow_plugin_workflow_type()).map_err(|e| (e, false))
-            });
+            .and_then(|instance| f(&mut store, instance).map_err(|e| (e, false)));
         stdout.flush_to_log(tag, "stdout", cfg.max_string_bytes);
         stderr.flush_to_log(tag, "stderr", cfg.max_string_bytes);
         store.data().finish_logs();
@@ -530,8 +611,10 @@ fn engine_config(config: &RuntimeConfig) -> anyhow::Result<Config> {
         .total_tables(instances.saturating_mul(4))
         .max_memory_size(memory_limit)
         // Keep the low pages of each slot (a Rust guest's stack, data and first heap pages)
-        // committed: on Linux 6.7+ wasmtime resets only the dirty ones (PAGEMAP_SCAN), which
-        // is much cheaper than faulting them in again on the next call.
+        // committed, and on Linux 6.7+ reset only the ones a call dirtied (PAGEMAP_SCAN, off
+        // by default in wasmtime): cheaper than resetting every kept page or faulting them in
+        // again on the next call.
+        .pagemap_scan(Enabled::Auto)
         .linear_memory_keep_resident(KEEP_RESIDENT)
         .table_keep_resident(64 << 10);
     let mut cfg = Config::new();
