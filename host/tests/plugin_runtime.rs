@@ -288,7 +288,34 @@ fn a_panic_is_a_trap_with_its_message() {
         "the panic message: {message}"
     );
     assert!(err.to_string().contains("hostile"), "{err}");
+    assert!(
+        !message.contains("RUST_BACKTRACE"),
+        "the backtrace hint a plugin cannot follow is left out: {message}"
+    );
     good_plugin_still_works();
+}
+
+/// Every import costs each call's instantiation: the SDK takes stdout and stderr (and the
+/// panic handler's `getenv`) off WASI, so a plugin built with it imports only the contract.
+#[test]
+fn plugins_built_with_the_sdk_import_only_the_contract() {
+    let mut config = wasmtime::Config::new();
+    config.wasm_component_model(true);
+    let engine = wasmtime::Engine::new(&config).expect("engine");
+    for name in ["pre-check", "setup", "post-check", "at"] {
+        let component =
+            wasmtime::component::Component::new(&engine, builtin(name)).expect("component");
+        let imports: Vec<String> = component
+            .component_type()
+            .imports(&engine)
+            .map(|(name, _)| name.to_string())
+            .collect();
+        assert_eq!(
+            imports,
+            ["workflow:plugin/host-log@0.1.0", "workflow:plugin/types@0.1.0"],
+            "{name} imports"
+        );
+    }
 }
 
 #[test]

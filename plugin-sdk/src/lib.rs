@@ -102,6 +102,8 @@ pub mod bindings {
 pub mod __private;
 pub mod log;
 pub mod report;
+#[cfg(target_arch = "wasm32")]
+pub mod stdio;
 mod types;
 
 pub use types::{

@@ -561,7 +561,10 @@ fn call_in_store<R: Send>(
                     if *trap == Trap::StackOverflow {
                         message.push_str(" (too deep recursion?)");
                     }
-                    if let Some(line) = stderr.last_line(1024) {
+                    let last_output = stderr
+                        .last_line(1024)
+                        .or_else(|| store.data().last_error(1024));
+                    if let Some(line) = last_output {
                         message = format!("{message}; its last output: {line}");
                     }
                     PluginError::Trap {

@@ -35,6 +35,9 @@ pub(crate) struct CallState {
     max_line_bytes: usize,
     log_lines: usize,
     dropped_log_lines: usize,
+    /// The last line logged at error level: where a plugin built with the SDK writes its
+    /// panic message (the SDK sends stderr to `host-log`).
+    last_error: Option<String>,
 }
 
 impl CallState {
@@ -72,7 +75,15 @@ impl CallState {
             max_line_bytes,
             log_lines: 0,
             dropped_log_lines: 0,
+            last_error: None,
         }
+    }
+
+    /// The last line the plugin logged at error level, at most `max_bytes` long.
+    pub fn last_error(&self, max_bytes: usize) -> Option<String> {
+        self.last_error
+            .as_deref()
+            .map(|line| truncate(line, max_bytes).into_owned())
     }
 
     /// Logs what the plugin wrote with `host-log` but could not be kept.
@@ -99,6 +110,9 @@ impl WasiView for CallState {
 
 impl host_log::Host for CallState {
     fn log(&mut self, level: host_log::Level, message: String) {
+        if matches!(level, host_log::Level::Error) {
+            self.last_error = Some(truncate(&message, self.max_line_bytes).into_owned());
+        }
         if self.log_lines >= MAX_LOG_LINES {
             self.dropped_log_lines += 1;
             return;
