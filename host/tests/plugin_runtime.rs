@@ -312,7 +312,10 @@ fn plugins_built_with_the_sdk_import_only_the_contract() {
             .collect();
         assert_eq!(
             imports,
-            ["workflow:plugin/host-log@0.1.0", "workflow:plugin/types@0.1.0"],
+            [
+                "workflow:plugin/host-log@0.1.0",
+                "workflow:plugin/types@0.1.0"
+            ],
             "{name} imports"
         );
     }

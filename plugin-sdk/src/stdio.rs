@@ -78,8 +78,11 @@ impl LineBuf {
 
 /// `ssize_t write(int fd, const void *buf, size_t count)`: stdout and stderr go to the
 /// operator's logs; a plugin has no other descriptor to write to.
+///
+/// # Safety
+/// As in C: `buf` points to `count` readable bytes.
 #[unsafe(no_mangle)]
-pub extern "C" fn write(fd: i32, buf: *const u8, count: usize) -> isize {
+pub unsafe extern "C" fn write(fd: i32, buf: *const u8, count: usize) -> isize {
     let stream = match fd {
         STDOUT => &OUT,
         STDERR => &ERR,
@@ -88,7 +91,7 @@ pub extern "C" fn write(fd: i32, buf: *const u8, count: usize) -> isize {
     if count == 0 {
         return 0;
     }
-    // SAFETY: the C contract of `write`: `buf` points to `count` readable bytes.
+    // SAFETY: the caller's contract (above).
     let data = unsafe { std::slice::from_raw_parts(buf, count) };
     // `try_lock`: writing from within a write (a panic while logging) drops the nested output
     // instead of deadlocking.

@@ -28,7 +28,10 @@ pub(crate) struct LogTag {
 
 /// The state of one store: one call of one plugin.
 pub(crate) struct CallState {
-    wasi: WasiCtx,
+    /// Built on the plugin's first WASI call: a plugin built with the SDK makes none.
+    wasi: Option<WasiCtx>,
+    stdout: Capture,
+    stderr: Capture,
     table: ResourceTable,
     pub limiter: CallLimiter,
     tag: LogTag,
@@ -41,9 +44,8 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
-    /// A context granting nothing: no preopens, environment, arguments or network; clocks
-    /// stopped at the epoch (the time reaches plugins only through `context.now`);
-    /// deterministic randomness; stdout and stderr captured up to `capture` bytes each.
+    /// The state of one call. Its WASI context (see [`CallState::build_wasi`]) is built only
+    /// if the plugin uses WASI.
     pub fn new(
         tag: LogTag,
         memory_limit: usize,
@@ -51,21 +53,10 @@ impl CallState {
         stdout: &Capture,
         stderr: &Capture,
     ) -> Self {
-        let wasi = WasiCtxBuilder::new()
-            .stdout(stdout.clone())
-            .stderr(stderr.clone())
-            .wall_clock(StoppedClock)
-            .monotonic_clock(StoppedClock)
-            .secure_random(wasmtime_wasi::Deterministic::new(vec![4, 2]))
-            .insecure_random(wasmtime_wasi::Deterministic::new(vec![4, 2]))
-            .insecure_random_seed(42)
-            .max_random_size(4096)
-            .allow_tcp(false)
-            .allow_udp(false)
-            .allow_ip_name_lookup(false)
-            .build();
         Self {
-            wasi,
+            wasi: None,
+            stdout: stdout.clone(),
+            stderr: stderr.clone(),
             table: ResourceTable::new(),
             limiter: CallLimiter {
                 memory_limit,
@@ -77,6 +68,25 @@ impl CallState {
             dropped_log_lines: 0,
             last_error: None,
         }
+    }
+
+    /// A context granting nothing: no preopens, environment, arguments or network; clocks
+    /// stopped at the epoch (the time reaches plugins only through `context.now`);
+    /// deterministic randomness; stdout and stderr into the call's bounded captures.
+    fn build_wasi(stdout: &Capture, stderr: &Capture) -> WasiCtx {
+        WasiCtxBuilder::new()
+            .stdout(stdout.clone())
+            .stderr(stderr.clone())
+            .wall_clock(StoppedClock)
+            .monotonic_clock(StoppedClock)
+            .secure_random(wasmtime_wasi::Deterministic::new(vec![4, 2]))
+            .insecure_random(wasmtime_wasi::Deterministic::new(vec![4, 2]))
+            .insecure_random_seed(42)
+            .max_random_size(4096)
+            .allow_tcp(false)
+            .allow_udp(false)
+            .allow_ip_name_lookup(false)
+            .build()
     }
 
     /// The last line the plugin logged at error level, at most `max_bytes` long.
@@ -101,8 +111,11 @@ impl CallState {
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
+        let (stdout, stderr) = (&self.stdout, &self.stderr);
         WasiCtxView {
-            ctx: &mut self.wasi,
+            ctx: self
+                .wasi
+                .get_or_insert_with(|| Self::build_wasi(stdout, stderr)),
             table: &mut self.table,
         }
     }
