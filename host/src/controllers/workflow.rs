@@ -633,6 +633,11 @@ mod tests {
         )
     }
 
+    /// The plan for `wf` with the test plugin, at [`now`].
+    fn plan_now(wf: &Workflow, observed: &ObservedJobs, judge: &Judge) -> WorkflowPlan {
+        plan_workflow(wf, observed, judge, &plugin_ref(), now())
+    }
+
     fn plugin_ref() -> PluginRef {
         PluginRef {
             version: "0.1.0".into(),
@@ -652,13 +657,7 @@ mod tests {
     #[test]
     fn a_new_workflow_starts_only_the_steps_without_dependencies() {
         let wf = workflow(&[("a", &[]), ("b", &["a"]), ("c", &[])]);
-        let plan = plan_workflow(
-            &wf,
-            &ObservedJobs::default(),
-            &Judge::new(),
-            &plugin_ref(),
-            now(),
-        );
+        let plan = plan_now(&wf, &ObservedJobs::default(), &Judge::new());
         assert_eq!(plan.start, [("a".to_string(), 1), ("c".to_string(), 1)]);
         assert_eq!(plan.status.phase.as_deref(), Some(phase::RUNNING));
         assert_eq!(plan.status.step_status["b"], phase::PENDING);
@@ -672,7 +671,7 @@ mod tests {
         let (job, pod) = finished_job(&wf, "validate-nodes", 1, 0, "all good");
         let observed = ObservedJobs::new(vec![job], vec![pod]);
         let judge = Judge::new();
-        let plan = plan_workflow(&wf, &observed, &judge, &plugin_ref(), now());
+        let plan = plan_now(&wf, &observed, &judge);
         assert_eq!(plan.start, [("check-network".to_string(), 1)]);
         assert_eq!(plan.status.step_status["validate-nodes"], phase::COMPLETED);
         assert_eq!(judge.seen.borrow()[0].message, "all good");
@@ -683,7 +682,7 @@ mod tests {
     fn a_running_job_is_not_started_twice() {
         let wf = workflow(SEED);
         let observed = ObservedJobs::new(vec![running_job(&wf, "validate-nodes", 1)], vec![]);
-        let plan = plan_workflow(&wf, &observed, &Judge::new(), &plugin_ref(), now());
+        let plan = plan_now(&wf, &observed, &Judge::new());
         assert!(plan.start.is_empty());
         assert_eq!(plan.status.step_status["validate-nodes"], phase::RUNNING);
     }
@@ -693,12 +692,10 @@ mod tests {
         let wf = workflow(SEED);
         let (j1, p1) = finished_job(&wf, "validate-nodes", 1, 0, "");
         let (j2, p2) = finished_job(&wf, "check-network", 1, 0, "");
-        let plan = plan_workflow(
+        let plan = plan_now(
             &wf,
             &ObservedJobs::new(vec![j1, j2], vec![p1, p2]),
             &Judge::new(),
-            &plugin_ref(),
-            now(),
         );
         assert_eq!(plan.status.phase.as_deref(), Some(phase::COMPLETED));
         assert_eq!(plan.status.conditions[0].status, "True");
@@ -710,13 +707,7 @@ mod tests {
     fn a_failed_verdict_fails_the_workflow_naming_the_step_and_reason() {
         let wf = workflow(SEED);
         let (job, pod) = finished_job(&wf, "validate-nodes", 1, 3, "disk full");
-        let plan = plan_workflow(
-            &wf,
-            &ObservedJobs::new(vec![job], vec![pod]),
-            &Judge::new(),
-            &plugin_ref(),
-            now(),
-        );
+        let plan = plan_now(&wf, &ObservedJobs::new(vec![job], vec![pod]), &Judge::new());
         assert!(plan.start.is_empty(), "nothing starts after a failure");
         assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
         assert_eq!(plan.status.step_status["validate-nodes"], phase::FAILED);
@@ -747,23 +738,19 @@ mod tests {
             ..Judge::new()
         };
         let (job, pod) = finished_job(&wf, "flaky", 1, 75, "busy");
-        let plan = plan_workflow(
+        let plan = plan_now(
             &wf,
             &ObservedJobs::new(vec![job.clone()], vec![pod.clone()]),
             &judge,
-            &plugin_ref(),
-            now(),
         );
         assert_eq!(plan.start, [("flaky".to_string(), 2)]);
         assert_eq!(plan.status.step_details["flaky"].attempts, 2);
 
         let (job2, pod2) = finished_job(&wf, "flaky", 2, 75, "still busy");
-        let plan = plan_workflow(
+        let plan = plan_now(
             &wf,
             &ObservedJobs::new(vec![job, job2], vec![pod, pod2]),
             &judge,
-            &plugin_ref(),
-            now(),
         );
         assert!(plan.start.is_empty());
         assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
@@ -782,7 +769,7 @@ mod tests {
             gate: Gate::NotBefore(at),
             ..Judge::new()
         };
-        let plan = plan_workflow(&wf, &ObservedJobs::default(), &judge, &plugin_ref(), now());
+        let plan = plan_now(&wf, &ObservedJobs::default(), &judge);
         assert!(plan.start.is_empty());
         assert_eq!(plan.requeue_after, Some(Duration::from_secs(42)));
         assert_eq!(plan.status.phase.as_deref(), Some(phase::PENDING));
@@ -792,7 +779,7 @@ mod tests {
             gate: Gate::NotBefore(now().as_second()),
             ..Judge::new()
         };
-        let plan = plan_workflow(&wf, &ObservedJobs::default(), &judge, &plugin_ref(), now());
+        let plan = plan_now(&wf, &ObservedJobs::default(), &judge);
         assert_eq!(plan.start, [("run".to_string(), 1)]);
     }
 
@@ -800,13 +787,7 @@ mod tests {
     fn a_paused_workflow_starts_nothing() {
         let mut wf = workflow(SEED);
         wf.spec.paused = true;
-        let plan = plan_workflow(
-            &wf,
-            &ObservedJobs::default(),
-            &Judge::new(),
-            &plugin_ref(),
-            now(),
-        );
+        let plan = plan_now(&wf, &ObservedJobs::default(), &Judge::new());
         assert!(plan.start.is_empty());
         assert_eq!(plan.status.conditions[0].reason, "Paused");
     }
@@ -814,13 +795,7 @@ mod tests {
     #[test]
     fn a_cyclic_graph_fails_the_workflow_with_the_cycle_named() {
         let wf = workflow(&[("a", &["b"]), ("b", &["a"])]);
-        let plan = plan_workflow(
-            &wf,
-            &ObservedJobs::default(),
-            &Judge::new(),
-            &plugin_ref(),
-            now(),
-        );
+        let plan = plan_now(&wf, &ObservedJobs::default(), &Judge::new());
         assert!(plan.start.is_empty());
         assert_eq!(plan.status.phase.as_deref(), Some(phase::FAILED));
         assert_eq!(plan.status.conditions[0].reason, "InvalidSteps");
