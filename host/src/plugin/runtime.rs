@@ -19,7 +19,7 @@ use super::bindings::exports::workflow::plugin::workflow_type as wit;
 use super::bindings::{Plugin as Bindings, PluginPre};
 use super::config::RuntimeConfig;
 use super::error::{CONTRACT_VERSION, PluginError};
-use super::sandbox::{CallState, Capture, LogTag, truncate};
+use super::sandbox::{CallState, LogTag, truncate};
 use super::types::{Context, Gate, PluginInfo, Step, StepOutcome, Verdict};
 use super::validate::{self, Limits};
 
@@ -344,9 +344,8 @@ impl Plugin {
             return Err(self.invalid_params(errors.join("; ")));
         }
         let json = params.to_string();
-        let result = self.call("validate", |store, instance, exports| {
-            call_export::<(&str,), Result<(), String>>(store, instance, &exports.validate, (&json,))
-        })?;
+        let result: Result<(), String> =
+            self.call("validate", &self.compiled.exports.validate, (&json,))?;
         result.map_err(|message| {
             self.invalid_params(
                 truncate(&message, self.runtime.config.max_string_bytes).into_owned(),
@@ -363,14 +362,8 @@ impl Plugin {
     /// or any call error.
     pub fn template(&self, context: &Context) -> Result<Vec<Step>, PluginError> {
         let ctx = validate::to_wit_context(context);
-        let result = self.call("template", |store, instance, exports| {
-            call_export::<(&wit::Context,), Result<Vec<wit::Step>, String>>(
-                store,
-                instance,
-                &exports.template,
-                (&ctx,),
-            )
-        })?;
+        let result: Result<Vec<wit::Step>, String> =
+            self.call("template", &self.compiled.exports.template, (&ctx,))?;
         let limits = limits(&self.runtime.config);
         match result {
             Ok(steps) => {
@@ -390,14 +383,8 @@ impl Plugin {
     pub fn gate(&self, step: &Step, context: &Context) -> Result<Gate, PluginError> {
         let step = validate::to_wit_step(step);
         let ctx = validate::to_wit_context(context);
-        let decision = self.call("gate", |store, instance, exports| {
-            call_export::<(&wit::Step, &wit::Context), wit::GateDecision>(
-                store,
-                instance,
-                &exports.gate,
-                (&step, &ctx),
-            )
-        })?;
+        let decision: wit::GateDecision =
+            self.call("gate", &self.compiled.exports.gate, (&step, &ctx))?;
         Ok(match decision {
             wit::GateDecision::StartNow => Gate::StartNow,
             wit::GateDecision::NotBefore(t) => Gate::NotBefore(t),
@@ -411,14 +398,11 @@ impl Plugin {
     pub fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
         let step = validate::to_wit_step(step);
         let outcome = validate::to_wit_outcome(outcome);
-        let verdict = self.call("evaluate", |store, instance, exports| {
-            call_export::<(&wit::Step, &wit::StepOutcome), wit::Verdict>(
-                store,
-                instance,
-                &exports.evaluate,
-                (&step, &outcome),
-            )
-        })?;
+        let verdict: wit::Verdict = self.call(
+            "evaluate",
+            &self.compiled.exports.evaluate,
+            (&step, &outcome),
+        )?;
         validate::verdict(verdict, &limits(&self.runtime.config))
             .map_err(|reason| self.invalid("evaluate", reason))
     }
@@ -430,19 +414,7 @@ impl Plugin {
     /// When the instance cannot be created.
     #[doc(hidden)]
     pub fn warm_instance(&self) -> Result<WarmInstance, PluginError> {
-        let cfg = &self.runtime.config;
-        let stdout = Capture::new(cfg.max_output_bytes);
-        let stderr = Capture::new(cfg.max_output_bytes);
-        let state = CallState::new(
-            self.tag.clone(),
-            memory_limit(cfg),
-            cfg.max_string_bytes,
-            &stdout,
-            &stderr,
-        );
-        let mut store = Store::new(&self.runtime.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(u64::MAX / 2);
+        let mut store = new_store(&self.runtime, &self.tag, u64::MAX / 2);
         let bindings = PluginPre::new(self.compiled.pre.clone())
             .and_then(|pre| pre.instantiate(&mut store))
             .map_err(|e| PluginError::Instantiate {
@@ -453,22 +425,25 @@ impl Plugin {
         Ok(WarmInstance { store, bindings })
     }
 
-    fn call<R>(
+    /// Calls the export at `index` (named `call` in messages) with `params`, in a fresh store.
+    fn call<P, R>(
         &self,
         call: &'static str,
-        f: impl FnOnce(&mut Store<CallState>, Instance, &Exports) -> wasmtime::Result<R> + Send,
+        index: &ComponentExportIndex,
+        params: P,
     ) -> Result<R, PluginError>
     where
+        P: ComponentNamedList + Lower + Send,
+        (R,): ComponentNamedList + Lift,
         R: Send,
     {
-        let exports = &self.compiled.exports;
         call_in_store(
             &self.runtime,
             &self.compiled.pre,
             &self.tag,
             &self.label,
             call,
-            |store, instance| f(store, instance, exports),
+            |store, instance| call_export(store, instance, index, params),
         )
     }
 
@@ -510,6 +485,22 @@ impl WarmInstance {
     }
 }
 
+/// A fresh store for one call of the plugin tagged `tag`: memory capped, interrupted after
+/// `deadline_ticks` epoch ticks.
+fn new_store(runtime: &RuntimeInner, tag: &LogTag, deadline_ticks: u64) -> Store<CallState> {
+    let cfg = &runtime.config;
+    let state = CallState::new(
+        tag.clone(),
+        memory_limit(cfg),
+        cfg.max_string_bytes,
+        cfg.max_output_bytes,
+    );
+    let mut store = Store::new(&runtime.engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(deadline_ticks);
+    store
+}
+
 /// Runs one call of `pre` in a fresh store, mapping every failure to a [`PluginError`].
 fn call_in_store<R: Send>(
     runtime: &RuntimeInner,
@@ -521,24 +512,11 @@ fn call_in_store<R: Send>(
 ) -> Result<R, PluginError> {
     outside_async_runtime(|| {
         let cfg = &runtime.config;
-        let stdout = Capture::new(cfg.max_output_bytes);
-        let stderr = Capture::new(cfg.max_output_bytes);
-        let state = CallState::new(
-            tag.clone(),
-            memory_limit(cfg),
-            cfg.max_string_bytes,
-            &stdout,
-            &stderr,
-        );
-        let mut store = Store::new(&runtime.engine, state);
-        store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(deadline_ticks(cfg.call_timeout));
+        let mut store = new_store(runtime, tag, deadline_ticks(cfg.call_timeout));
         let result = pre
             .instantiate(&mut store)
             .map_err(|e| (e, true))
             .and_then(|instance| f(&mut store, instance).map_err(|e| (e, false)));
-        stdout.flush_to_log(tag, "stdout", cfg.max_string_bytes);
-        stderr.flush_to_log(tag, "stderr", cfg.max_string_bytes);
         store.data().finish_logs();
         let memory_exhausted = store.data().limiter.memory_exhausted;
         result.map_err(|(error, instantiating)| {
@@ -561,10 +539,7 @@ fn call_in_store<R: Send>(
                     if *trap == Trap::StackOverflow {
                         message.push_str(" (too deep recursion?)");
                     }
-                    let last_output = stderr
-                        .last_line(1024)
-                        .or_else(|| store.data().last_error(1024));
-                    if let Some(line) = last_output {
+                    if let Some(line) = store.data().last_output(1024) {
                         message = format!("{message}; its last output: {line}");
                     }
                     PluginError::Trap {

@@ -44,19 +44,18 @@ pub(crate) struct CallState {
 }
 
 impl CallState {
-    /// The state of one call. Its WASI context (see [`CallState::build_wasi`]) is built only
-    /// if the plugin uses WASI.
+    /// The state of one call: stdout and stderr kept up to `capture_bytes` each. Its WASI
+    /// context (see [`CallState::build_wasi`]) is built only if the plugin uses WASI.
     pub fn new(
         tag: LogTag,
         memory_limit: usize,
         max_line_bytes: usize,
-        stdout: &Capture,
-        stderr: &Capture,
+        capture_bytes: usize,
     ) -> Self {
         Self {
             wasi: None,
-            stdout: stdout.clone(),
-            stderr: stderr.clone(),
+            stdout: Capture::new(capture_bytes),
+            stderr: Capture::new(capture_bytes),
             table: ResourceTable::new(),
             limiter: CallLimiter {
                 memory_limit,
@@ -89,15 +88,24 @@ impl CallState {
             .build()
     }
 
-    /// The last line the plugin logged at error level, at most `max_bytes` long.
-    pub fn last_error(&self, max_bytes: usize) -> Option<String> {
-        self.last_error
-            .as_deref()
-            .map(|line| truncate(line, max_bytes).into_owned())
+    /// The plugin's last words, at most `max_bytes` long: the last line of its stderr, or
+    /// else the last line it logged at error level (a Rust guest's panic message is one or
+    /// the other).
+    pub fn last_output(&self, max_bytes: usize) -> Option<String> {
+        self.stderr.last_line(max_bytes).or_else(|| {
+            self.last_error
+                .as_deref()
+                .map(|line| truncate(line, max_bytes).into_owned())
+        })
     }
 
-    /// Logs what the plugin wrote with `host-log` but could not be kept.
+    /// Logs what the plugin wrote to stdout and stderr, and how many `host-log` lines could
+    /// not be kept.
     pub fn finish_logs(&self) {
+        self.stdout
+            .flush_to_log(&self.tag, "stdout", self.max_line_bytes);
+        self.stderr
+            .flush_to_log(&self.tag, "stderr", self.max_line_bytes);
         if self.dropped_log_lines > 0 {
             tracing::warn!(
                 plugin = %self.tag.plugin,
@@ -123,15 +131,15 @@ impl WasiView for CallState {
 
 impl host_log::Host for CallState {
     fn log(&mut self, level: host_log::Level, message: String) {
+        let message = truncate(&message, self.max_line_bytes);
         if matches!(level, host_log::Level::Error) {
-            self.last_error = Some(truncate(&message, self.max_line_bytes).into_owned());
+            self.last_error = Some(message.clone().into_owned());
         }
         if self.log_lines >= MAX_LOG_LINES {
             self.dropped_log_lines += 1;
             return;
         }
         self.log_lines += 1;
-        let message = truncate(&message, self.max_line_bytes);
         let (plugin, digest) = (&*self.tag.plugin, &*self.tag.digest);
         match level {
             host_log::Level::Debug => tracing::debug!(plugin, digest, "{message}"),
