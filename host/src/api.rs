@@ -27,16 +27,64 @@ pub const LABEL_ATTEMPT: &str = "workflow.rxg456.cn/attempt";
 /// Annotation recording the digest of the plugin that templated a Workflow.
 pub const ANNOTATION_PLUGIN_DIGEST: &str = "workflow.rxg456.cn/plugin-digest";
 
-/// Phases shared by both kinds (seed strings).
-pub mod phase {
-    pub const PENDING: &str = "Pending";
-    pub const RUNNING: &str = "Running";
-    pub const COMPLETED: &str = "Completed";
-    pub const FAILED: &str = "Failed";
+/// The phase of a WorkflowGroup, a Workflow or a step. Serialized as the seed's strings.
+// The variants carry plain comments: doc comments would turn the CRD schema's `enum` into a
+// `oneOf` of constants.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum Phase {
+    // Not started yet (waiting for a plugin, a dependency, a schedule, or unpaused).
+    #[default]
+    Pending,
+    // Started and not finished.
+    Running,
+    // Finished successfully.
+    Completed,
+    // Finished unsuccessfully.
+    Failed,
+}
 
-    /// Whether `phase` is final: nothing moves after Completed or Failed.
-    pub fn is_finished(phase: &str) -> bool {
-        phase == COMPLETED || phase == FAILED
+impl Phase {
+    /// Whether the phase is final: nothing moves after Completed or Failed.
+    pub fn is_finished(self) -> bool {
+        matches!(self, Phase::Completed | Phase::Failed)
+    }
+
+    /// The seed's string for this phase.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Running => "Running",
+            Phase::Completed => "Completed",
+            Phase::Failed => "Failed",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// The status of a condition, as the Kubernetes API conventions spell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ConditionStatus {
+    /// The condition holds (for `Succeeded`: completed).
+    True,
+    /// It does not (for `Succeeded`: failed).
+    False,
+    /// Not known yet (for `Succeeded`: pending or running).
+    Unknown,
+}
+
+impl ConditionStatus {
+    /// The API's string for this status.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConditionStatus::True => "True",
+            ConditionStatus::False => "False",
+            ConditionStatus::Unknown => "Unknown",
+        }
     }
 }
 
@@ -44,17 +92,7 @@ pub mod phase {
 /// (the reason says why), `True` when completed, `False` when failed.
 pub const CONDITION_SUCCEEDED: &str = "Succeeded";
 
-/// A node a workflow acts on. Data only: the operator never connects to it.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub struct Target {
-    /// Name of the target.
-    pub name: String,
-    /// IP address of the target.
-    pub ip: String,
-    /// Role of the target (e.g. Master, Worker).
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub role: String,
-}
+pub use workflow_model::{EnvVar, Step, Target};
 
 /// A desired WorkflowGroup: workflow types to run, in order, against targets.
 #[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -110,7 +148,7 @@ pub struct WorkflowReference {
     #[serde(rename = "type")]
     pub type_: String,
     /// Its phase.
-    pub status: String,
+    pub status: Phase,
 }
 
 /// Observed state of a WorkflowGroup.
@@ -119,7 +157,7 @@ pub struct WorkflowReference {
 pub struct WorkflowGroupStatus {
     /// Pending, Running, Completed or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
     /// The Workflows created so far, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workflows: Vec<WorkflowReference>,
@@ -138,43 +176,6 @@ pub struct WorkflowGroupStatus {
     /// The generation of the spec this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-}
-
-/// One step of a workflow, run as a Kubernetes Job.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct WorkflowStep {
-    /// Step name, unique within the workflow (a DNS-1123 label).
-    pub name: String,
-    /// What the step does.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub description: String,
-    /// Command run by `/bin/sh -c` in the step's container.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub command: String,
-    /// Steps that must be Completed before this one starts.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub depends_on: Vec<String>,
-    /// Container image; the operator's default image when unset.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub image: Option<String>,
-    /// Environment variables of the step's container.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub env: Vec<StepEnvVar>,
-    /// Wall-clock limit of one attempt, in seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub timeout_seconds: Option<u32>,
-    /// How many times the step may be retried when its plugin asks for a retry.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub retries: Option<u32>,
-}
-
-/// An environment variable of a step's container.
-#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
-pub struct StepEnvVar {
-    pub name: String,
-    #[serde(default)]
-    pub value: String,
 }
 
 /// A desired Workflow: a DAG of steps of one type, run against targets.
@@ -197,7 +198,7 @@ pub struct WorkflowSpec {
     #[serde(rename = "type")]
     pub type_: String,
     /// The steps, a dependency graph.
-    pub steps: Vec<WorkflowStep>,
+    pub steps: Vec<Step>,
     /// Nodes the workflow acts on.
     pub targets: Vec<Target>,
     /// Name of the cluster the targets belong to.
@@ -243,7 +244,7 @@ pub struct StepDetail {
 pub struct WorkflowStatus {
     /// Pending, Running, Completed or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub phase: Option<String>,
+    pub phase: Option<Phase>,
     /// When the workflow was first seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
@@ -252,7 +253,7 @@ pub struct WorkflowStatus {
     pub completion_time: Option<Time>,
     /// Phase of each step: Pending, Running, Completed or Failed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub step_status: BTreeMap<String, String>,
+    pub step_status: BTreeMap<String, Phase>,
     /// Attempts, Job and last message of each step.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub step_details: BTreeMap<String, StepDetail>,
@@ -285,13 +286,13 @@ pub struct PluginRef {
 ///
 /// # Errors
 /// Serialization failed (never for these types).
-pub fn crds_yaml() -> Result<String, serde_yaml::Error> {
+pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {
     use kube::CustomResourceExt;
     let mut out =
         String::from("# Generated by `workflow-operator crdgen` (make manifests). Do not edit.\n");
     for crd in [WorkflowGroup::crd(), Workflow::crd()] {
         out.push_str("---\n");
-        out.push_str(&serde_yaml::to_string(&crd)?);
+        out.push_str(&serde_saphyr::to_string(&crd)?);
     }
     Ok(out)
 }
@@ -314,7 +315,7 @@ mod tests {
 
     #[test]
     fn the_seed_sample_group_parses_and_keeps_its_fields() {
-        let group: WorkflowGroup = serde_yaml::from_str(SEED_SAMPLE).unwrap();
+        let group: WorkflowGroup = serde_saphyr::from_str(SEED_SAMPLE).unwrap();
         assert_eq!(group.spec.type_, "cluster-expansion");
         assert_eq!(group.spec.cluster_name, "test-cluster");
         assert_eq!(

@@ -3,6 +3,7 @@
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
@@ -16,9 +17,46 @@ use tracing::{info, warn};
 
 use crate::plugin::PluginRegistry;
 
+/// What `/readyz` reports: ready once the plugins have been loaded and both controllers'
+/// caches have synced. Cheap to clone; all clones share the flags.
+#[derive(Clone, Debug, Default)]
+pub struct Readiness {
+    plugins_loaded: Arc<AtomicBool>,
+    controllers_synced: Arc<AtomicBool>,
+}
+
+impl Readiness {
+    /// The plugin sources have been read once.
+    pub fn set_plugins_loaded(&self) {
+        self.plugins_loaded.store(true, Ordering::Release);
+    }
+
+    /// Both controllers have listed and watch their objects.
+    pub fn set_controllers_synced(&self) {
+        self.controllers_synced.store(true, Ordering::Release);
+    }
+
+    /// What is not ready yet; empty when ready.
+    pub fn waiting_for(&self) -> Vec<&'static str> {
+        let mut waiting = Vec::new();
+        if !self.plugins_loaded.load(Ordering::Acquire) {
+            waiting.push("plugins not loaded yet");
+        }
+        if !self.controllers_synced.load(Ordering::Acquire) {
+            waiting.push("controller caches not synced yet");
+        }
+        waiting
+    }
+}
+
 /// Serves `/healthz`, `/readyz`, `/metrics` (Prometheus text) and `/plugins` (JSON: the loaded
 /// types and the problems of the plugin directory) on `addr` until the process ends.
-pub async fn serve(addr: SocketAddr, metrics: Arc<Registry>, plugins: PluginRegistry) {
+pub async fn serve(
+    addr: SocketAddr,
+    metrics: Arc<Registry>,
+    plugins: PluginRegistry,
+    readiness: Readiness,
+) {
     let listener = match TcpListener::bind(addr).await {
         Ok(listener) => listener,
         Err(error) => {
@@ -33,9 +71,10 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Registry>, plugins: PluginRegi
         };
         let metrics = metrics.clone();
         let plugins = plugins.clone();
+        let readiness = readiness.clone();
         tokio::spawn(async move {
             let service = service_fn(move |req: Request<Incoming>| {
-                let response = respond(req.uri().path(), &metrics, &plugins);
+                let response = respond(req.uri().path(), &metrics, &plugins, &readiness);
                 async move { Ok::<_, Infallible>(response) }
             });
             if let Err(error) = http1::Builder::new()
@@ -48,9 +87,22 @@ pub async fn serve(addr: SocketAddr, metrics: Arc<Registry>, plugins: PluginRegi
     }
 }
 
-fn respond(path: &str, metrics: &Registry, plugins: &PluginRegistry) -> Response<Full<Bytes>> {
+fn respond(
+    path: &str,
+    metrics: &Registry,
+    plugins: &PluginRegistry,
+    readiness: &Readiness,
+) -> Response<Full<Bytes>> {
     let (status, content_type, body) = match path {
-        "/healthz" | "/readyz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        "/healthz" => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+        "/readyz" => match readiness.waiting_for().as_slice() {
+            [] => (StatusCode::OK, "text/plain", "ok\n".to_string()),
+            waiting => (
+                StatusCode::SERVICE_UNAVAILABLE,
+                "text/plain",
+                format!("not ready: {}\n", waiting.join(", ")),
+            ),
+        },
         "/metrics" => {
             let mut text = String::new();
             match prometheus_client::encoding::text::encode(&mut text, metrics) {

@@ -1,11 +1,13 @@
 //! workflow-operator: runs WorkflowGroups of typed Workflows whose types are WebAssembly plugins.
 //!
-//! - [`api`]: the `WorkflowGroup` and `Workflow` custom resources (seed-compatible).
+//! - [`api`]: the `WorkflowGroup` and `Workflow` custom resources (seed-compatible), built on
+//!   the Kubernetes-free model of targets and steps (`workflow-model`).
 //! - [`plugin`]: the sandboxed plugin runtime and the hot-reloading registry (no Kubernetes types).
 //! - [`render`]: group + plugin -> Workflow, shared by the controller and the CLI.
 //! - [`graph`]: a workflow's steps as a validated dependency graph.
 //! - [`controllers`]: the WorkflowGroup and Workflow controllers.
 //! - [`cli`]: subcommands of the `workflow-operator` binary.
+//! - [`http`]: health, readiness, metrics and the loaded plugins.
 
 pub mod api;
 pub mod cli;

@@ -9,8 +9,8 @@ use kube::{Resource, ResourceExt, api::ObjectMeta};
 use sha2::{Digest, Sha256};
 
 use crate::api::{
-    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WORKFLOW_TYPE, StepEnvVar, Target, Workflow,
-    WorkflowGroup, WorkflowSpec, WorkflowStep,
+    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WORKFLOW_TYPE, Workflow, WorkflowGroup,
+    WorkflowSpec,
 };
 use crate::plugin::{self, Plugin, PluginError};
 
@@ -20,6 +20,9 @@ pub enum RenderError {
     /// The plugin's type is not one of the group's `workflowSteps`.
     #[error("workflow type {type_name:?} is not in the group's workflowSteps ({steps})")]
     TypeNotInGroup { type_name: String, steps: String },
+    /// No plugin of the type is loaded (it was removed since the group was checked).
+    #[error("no plugin is loaded for workflow type {0:?}")]
+    NoPlugin(String),
     /// The plugin failed or returned something unusable.
     #[error(transparent)]
     Plugin(#[from] PluginError),
@@ -34,7 +37,7 @@ pub fn plugin_context(group: &WorkflowGroup, workflow_type: &str, now: i64) -> p
         group_name: group.name_any(),
         namespace: group.namespace().unwrap_or_else(|| "default".into()),
         cluster_name: group.spec.cluster_name.clone(),
-        targets: group.spec.targets.iter().map(to_plugin_target).collect(),
+        targets: group.spec.targets.clone(),
         params: type_params(group, workflow_type),
         now,
     }
@@ -48,57 +51,6 @@ pub fn type_params(group: &WorkflowGroup, workflow_type: &str) -> serde_json::Va
         .get(workflow_type)
         .cloned()
         .unwrap_or_else(|| serde_json::json!({}))
-}
-
-/// Converts an API target to the plugin's.
-pub fn to_plugin_target(target: &Target) -> plugin::Target {
-    plugin::Target {
-        name: target.name.clone(),
-        ip: target.ip.clone(),
-        role: target.role.clone(),
-    }
-}
-
-/// Converts a plugin's step to the API's.
-pub fn to_api_step(step: plugin::Step) -> WorkflowStep {
-    WorkflowStep {
-        name: step.name,
-        description: step.description,
-        command: step.command,
-        depends_on: step.depends_on,
-        image: step.image,
-        env: step
-            .env
-            .into_iter()
-            .map(|e| StepEnvVar {
-                name: e.name,
-                value: e.value,
-            })
-            .collect(),
-        timeout_seconds: step.timeout_seconds,
-        retries: step.retries,
-    }
-}
-
-/// Converts an API step to the plugin's.
-pub fn to_plugin_step(step: &WorkflowStep) -> plugin::Step {
-    plugin::Step {
-        name: step.name.clone(),
-        description: step.description.clone(),
-        command: step.command.clone(),
-        depends_on: step.depends_on.clone(),
-        image: step.image.clone(),
-        env: step
-            .env
-            .iter()
-            .map(|e| plugin::EnvVar {
-                name: e.name.clone(),
-                value: e.value.clone(),
-            })
-            .collect(),
-        timeout_seconds: step.timeout_seconds,
-        retries: step.retries,
-    }
 }
 
 /// The deterministic name of the Workflow of `workflow_type` in `group`.
@@ -184,7 +136,7 @@ pub fn render_workflow(
         },
         spec: WorkflowSpec {
             type_: type_name,
-            steps: steps.into_iter().map(to_api_step).collect(),
+            steps,
             targets: group.spec.targets.clone(),
             cluster_name: group.spec.cluster_name.clone(),
             paused: false,
@@ -211,7 +163,8 @@ mod tests {
     #[test]
     fn workflow_names_differ_per_type_and_per_group_uid() {
         let mut group: WorkflowGroup =
-            serde_yaml::from_str(include_str!("../../examples/workflowgroup-sample.yaml")).unwrap();
+            serde_saphyr::from_str(include_str!("../../examples/workflowgroup-sample.yaml"))
+                .unwrap();
         let unsaved = workflow_name(&group, "pre-check");
         assert!(unsaved.starts_with("workflowgroup-sample-pre-check-"));
         assert_ne!(unsaved, workflow_name(&group, "setup"));

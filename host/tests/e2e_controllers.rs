@@ -31,10 +31,15 @@ fn cluster() -> &'static Cluster {
 }
 
 fn built_plugin(type_name: &str) -> PathBuf {
-    let dir = std::env::var_os("CARGO_TARGET_DIR")
+    built("plugins", type_name)
+}
+
+/// `<target>/<dir>/<name>.wasm`, as `make plugins` builds it.
+fn built(dir: &str, name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| repo_root().join("target"));
-    let path = dir.join("plugins").join(format!("{type_name}.wasm"));
+    let path = target.join(dir).join(format!("{name}.wasm"));
     assert!(
         path.exists(),
         "{} is missing: run `make plugins` first",
@@ -60,6 +65,11 @@ struct Operator {
 
 impl Operator {
     fn start(namespace: &str, plugins: &Path) -> Operator {
+        Operator::start_with(namespace, plugins, &[])
+    }
+
+    /// Starts the operator with `extra` arguments after the usual ones.
+    fn start_with(namespace: &str, plugins: &Path, extra: &[&str]) -> Operator {
         let logs = repo_root().join("target/e2e-logs");
         std::fs::create_dir_all(&logs).expect("log directory");
         let log = logs.join(format!("operator-{namespace}-{}.log", now_millis()));
@@ -74,6 +84,7 @@ impl Operator {
                 "--plugin-dir",
             ])
             .arg(plugins)
+            .args(extra)
             .env("KUBECONFIG", cluster().kubeconfig())
             .env("RUST_LOG", "info,workflow_operator=debug")
             .stdin(Stdio::null())
@@ -393,15 +404,16 @@ fn an_at_group_runs_no_job_before_its_schedule_and_runs_it_after() {
     let ns = cluster.fresh_namespace("e2e-at");
     let plugins = plugin_dir(&["at"]);
     let mut operator = Operator::start(&ns, plugins.path());
-    let schedule = chrono::Utc::now() + chrono::Duration::seconds(10);
-    let schedule_text = schedule.to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    let schedule = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 10)
+        .expect("a valid time");
+    let schedule_text = schedule.to_string();
     let params =
         format!("  params:\n    at:\n      schedule: \"{schedule_text}\"\n      command: date\n");
     cluster.apply_yaml_in(&ns, &group_yaml("later", &["at"], &params, ""));
 
     // Until the schedule, the Workflow waits and no Job exists.
     let mut saw_waiting_workflow = false;
-    while chrono::Utc::now() < schedule - chrono::Duration::milliseconds(1500) {
+    while jiff::Timestamp::now() < schedule - jiff::SignedDuration::from_millis(1500) {
         let jobs = list(&ns, "jobs", None);
         assert!(
             jobs.is_empty(),
@@ -561,5 +573,89 @@ fn deleting_a_group_garbage_collects_its_workflows_and_jobs() {
         TIMEOUT,
         || list(&ns, "workflows", None).is_empty() && list(&ns, "jobs", None).is_empty(),
     );
+    operator.assert_running();
+}
+
+#[test]
+fn a_plugin_that_times_out_is_asked_again_with_backoff_instead_of_failing_for_good() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-transient");
+    let plugins = tempfile::tempdir().expect("temporary plugin directory");
+    std::fs::copy(
+        built("test-plugins", "hostile"),
+        plugins.path().join("hostile.wasm"),
+    )
+    .expect("copy the hostile test plugin");
+    let mut operator = Operator::start_with(&ns, plugins.path(), &["--plugin-timeout-ms", "300"]);
+
+    // A Workflow whose step `loop` makes the plugin's `gate` loop until its time limit, and
+    // a group whose params make `template` do the same.
+    cluster.apply_yaml_in(
+        &ns,
+        "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: Workflow
+metadata:
+  name: gate-times-out
+spec:
+  type: hostile
+  clusterName: test-cluster
+  targets: []
+  steps:
+  - {name: loop, command: 'true'}
+",
+    );
+    let params = "  params:\n    hostile:\n      mode: loop\n";
+    cluster.apply_yaml_in(
+        &ns,
+        &group_yaml("template-times-out", &["hostile"], params, ""),
+    );
+
+    for what in ["wf/gate-times-out", "wfg/template-times-out"] {
+        cluster.wait_for(
+            &format!("{what} to say its plugin is unavailable"),
+            TIMEOUT,
+            || succeeded_condition(&get(&ns, what))["reason"] == "PluginUnavailable",
+        );
+    }
+    // Asked again (1 s, then 2 s later) and still neither failed nor given up on.
+    std::thread::sleep(Duration::from_secs(4));
+    for what in ["wf/gate-times-out", "wfg/template-times-out"] {
+        let obj = get(&ns, what);
+        assert_eq!(obj["status"]["phase"], "Pending", "{what}: {obj}");
+        assert_eq!(succeeded_condition(&obj)["reason"], "PluginUnavailable");
+        let message = condition_message(&obj);
+        assert!(message.contains("time limit"), "{what}: {message}");
+    }
+    let retries = operator.log_text().matches("plugin unavailable").count();
+    assert!(
+        retries >= 4,
+        "expected retries in the operator log, saw {retries}"
+    );
+    let described = cluster.kubectl_ok(&["-n", &ns, "describe", "wf/gate-times-out"]);
+    assert!(described.contains("PluginUnavailable"), "{described}");
+
+    // Once the plugin can answer, both carry on to Completed.
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "wf/gate-times-out",
+        "--type=json",
+        "-p",
+        r#"[{"op":"replace","path":"/spec/steps/0/name","value":"ok"}]"#,
+    ]);
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "wfg/template-times-out",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"params":{"hostile":{"mode":"ok"}}}}"#,
+    ]);
+    cluster.wait_for("the workflow to complete", TIMEOUT, || {
+        get(&ns, "wf/gate-times-out")["status"]["phase"] == "Completed"
+    });
+    wait_group_phase(&ns, "template-times-out", "Completed", &mut operator);
     operator.assert_running();
 }

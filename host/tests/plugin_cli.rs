@@ -88,10 +88,10 @@ fn render_prints_the_workflow_the_operator_would_create() {
         &arg(sample_group()),
     ]);
     assert!(output.status.success(), "{}", stderr(&output));
-    let workflow: serde_yaml::Value = serde_yaml::from_str(&stdout(&output)).expect("YAML");
+    let workflow: serde_json::Value = serde_saphyr::from_str(&stdout(&output)).expect("YAML");
     assert_eq!(workflow["kind"].as_str(), Some("Workflow"));
     assert_eq!(workflow["spec"]["type"].as_str(), Some("pre-check"));
-    let steps = workflow["spec"]["steps"].as_sequence().expect("steps");
+    let steps = workflow["spec"]["steps"].as_array().expect("steps");
     let names: Vec<&str> = steps.iter().filter_map(|s| s["name"].as_str()).collect();
     assert_eq!(names, ["validate-nodes", "check-network"]);
     assert_eq!(steps[1]["dependsOn"][0].as_str(), Some("validate-nodes"));

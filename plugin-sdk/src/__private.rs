@@ -3,6 +3,7 @@
 
 use crate::WorkflowType;
 use crate::bindings::exports::workflow::plugin::workflow_type as wit;
+use crate::bindings::workflow::plugin::types as wit_types;
 use crate::types::{Context, EnvVar, Error, Gate, Step, StepOutcome, Target, Verdict};
 
 /// `info`: the author's [`Info`](crate::Info) plus the JSON Schema of the params.
@@ -30,7 +31,7 @@ pub fn validate<T: WorkflowType>(params: &str) -> Result<(), String> {
 pub fn template<T: WorkflowType>(ctx: wit::Context) -> Result<Vec<wit::Step>, String> {
     let ctx = context::<T::Params>(ctx).map_err(|e| e.to_string())?;
     let steps = T::template(&ctx).map_err(|e| e.to_string())?;
-    Ok(steps.into_iter().map(to_wit_step).collect())
+    Ok(steps.into_iter().map(Into::into).collect())
 }
 
 /// `gate`: the author's gate.
@@ -39,18 +40,19 @@ pub fn template<T: WorkflowType>(ctx: wit::Context) -> Result<Vec<wit::Step>, St
 /// parse; if they somehow do not, the step is held (never started early) and the reason is
 /// logged.
 pub fn gate<T: WorkflowType>(step: wit::Step, ctx: wit::Context) -> wit::GateDecision {
-    match context::<T::Params>(ctx) {
-        Ok(ctx) => match T::gate(&from_wit_step(step), &ctx) {
-            Gate::StartNow => wit::GateDecision::StartNow,
-            Gate::NotBefore(t) => wit::GateDecision::NotBefore(t),
-        },
+    let ctx = match context::<T::Params>(ctx) {
+        Ok(ctx) => ctx,
         Err(e) => {
             crate::log::error(&format!(
                 "cannot gate step `{}`: {e}; holding it",
                 step.name
             ));
-            wit::GateDecision::NotBefore(i64::MAX)
+            return wit::GateDecision::NotBefore(i64::MAX);
         }
+    };
+    match T::gate(&step.into(), &ctx) {
+        Gate::StartNow => wit::GateDecision::StartNow,
+        Gate::NotBefore(t) => wit::GateDecision::NotBefore(t),
     }
 }
 
@@ -63,7 +65,7 @@ pub fn evaluate<T: WorkflowType>(step: wit::Step, outcome: wit::StepOutcome) -> 
         attempt: outcome.attempt,
         duration_ms: outcome.duration_ms,
     };
-    match T::evaluate(&from_wit_step(step), &outcome) {
+    match T::evaluate(&step.into(), &outcome) {
         Verdict::Completed => wit::Verdict::Completed,
         Verdict::Failed(reason) => wit::Verdict::Failed(reason),
         Verdict::Retry(reason) => wit::Verdict::Retry(reason),
@@ -110,56 +112,68 @@ fn context<P: serde::de::DeserializeOwned>(ctx: wit::Context) -> Result<Context<
         group_name: ctx.group_name,
         namespace: ctx.namespace,
         cluster_name: ctx.cluster_name,
-        targets: ctx
-            .targets
-            .into_iter()
-            .map(|t| Target {
-                name: t.name,
-                ip: t.ip,
-                role: t.role,
-            })
-            .collect(),
+        targets: ctx.targets.into_iter().map(Into::into).collect(),
         now: ctx.now,
     })
 }
 
-fn to_wit_step(step: Step) -> wit::Step {
-    wit::Step {
-        name: step.name,
-        description: step.description,
-        command: step.command,
-        depends_on: step.depends_on,
-        image: step.image,
-        env: step
-            .env
-            .into_iter()
-            .map(|e| crate::bindings::workflow::plugin::types::EnvVar {
-                name: e.name,
-                value: e.value,
-            })
-            .collect(),
-        timeout_seconds: step.timeout_seconds,
-        retries: step.retries,
+// The WIT edge: the only conversions between the model and the generated bindings.
+
+impl From<Step> for wit_types::Step {
+    fn from(step: Step) -> Self {
+        Self {
+            name: step.name,
+            description: step.description,
+            command: step.command,
+            depends_on: step.depends_on,
+            image: step.image,
+            env: step.env.into_iter().map(Into::into).collect(),
+            timeout_seconds: step.timeout_seconds,
+            retries: step.retries,
+        }
     }
 }
 
-fn from_wit_step(step: wit::Step) -> Step {
-    Step {
-        name: step.name,
-        description: step.description,
-        command: step.command,
-        depends_on: step.depends_on,
-        image: step.image,
-        env: step
-            .env
-            .into_iter()
-            .map(|e| EnvVar {
-                name: e.name,
-                value: e.value,
-            })
-            .collect(),
-        timeout_seconds: step.timeout_seconds,
-        retries: step.retries,
+impl From<wit_types::Step> for Step {
+    fn from(step: wit_types::Step) -> Self {
+        Self {
+            name: step.name,
+            description: step.description,
+            command: step.command,
+            depends_on: step.depends_on,
+            image: step.image,
+            env: step.env.into_iter().map(Into::into).collect(),
+            timeout_seconds: step.timeout_seconds,
+            retries: step.retries,
+        }
+    }
+}
+
+impl From<EnvVar> for wit_types::EnvVar {
+    fn from(e: EnvVar) -> Self {
+        Self {
+            name: e.name,
+            value: e.value,
+        }
+    }
+}
+
+impl From<wit_types::EnvVar> for EnvVar {
+    fn from(e: wit_types::EnvVar) -> Self {
+        Self {
+            name: e.name,
+            value: e.value,
+        }
+    }
+}
+
+impl From<wit_types::Target> for Target {
+    fn from(t: wit_types::Target) -> Self {
+        Self {
+            name: t.name,
+            ip: t.ip,
+            role: t.role,
+        }
     }
 }
 
@@ -304,7 +318,7 @@ mod tests {
 
     #[test]
     fn gate_starts_now_by_default_and_holds_on_unreadable_params() {
-        let step = to_wit_step(Step::new("only", "true"));
+        let step: wit::Step = Step::new("only", "true").into();
         assert!(matches!(
             gate::<Minimal>(step.clone(), wit_context("{}", 1)),
             wit::GateDecision::StartNow
@@ -317,7 +331,7 @@ mod tests {
 
     #[test]
     fn evaluate_defaults_to_exit_code_zero_is_success() {
-        let step = to_wit_step(Step::new("only", "true"));
+        let step: wit::Step = Step::new("only", "true").into();
         let outcome = |code| wit::StepOutcome {
             succeeded: code == 0,
             exit_code: Some(code),
@@ -344,6 +358,6 @@ mod tests {
             .env("K", "V")
             .timeout_secs(5)
             .retries(2);
-        assert_eq!(from_wit_step(to_wit_step(step.clone())), step);
+        assert_eq!(Step::from(wit::Step::from(step.clone())), step);
     }
 }

@@ -68,7 +68,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
             let workflow = render_workflow(&group, &plugin, now())
                 .map_err(|e| anyhow!("cannot render {}: {e}", plugin.type_name()))?;
             let yaml =
-                serde_yaml::to_string(&workflow).context("cannot print the Workflow as YAML")?;
+                serde_saphyr::to_string(&workflow).context("cannot print the Workflow as YAML")?;
             print!("{yaml}");
             Ok(())
         }
@@ -164,10 +164,10 @@ fn load(runtime: &Runtime, file: &Path) -> anyhow::Result<Arc<Plugin>> {
 fn read_group(path: &Path) -> anyhow::Result<WorkflowGroup> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow!("cannot read group {}: {e}", path.display()))?;
-    serde_yaml::from_str(&text)
+    serde_saphyr::from_str(&text)
         .map_err(|e| anyhow!("{} is not a WorkflowGroup: {e}", path.display()))
 }
 
 fn now() -> i64 {
-    chrono::Utc::now().timestamp()
+    k8s_openapi::jiff::Timestamp::now().as_second()
 }

@@ -1,8 +1,11 @@
 //! Prometheus metrics of the controllers.
 
+use std::time::Duration;
+
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -16,11 +19,33 @@ struct ControllerLabels {
     controller: String,
 }
 
-/// Counters exported on `/metrics`.
-#[derive(Default)]
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReconcileLabels {
+    controller: String,
+    /// `ok` or `error`.
+    result: String,
+}
+
+/// Metrics exported on `/metrics`.
 pub struct Metrics {
     finished: Family<PhaseLabels, Counter>,
     reconcile_errors: Family<ControllerLabels, Counter>,
+    reconcile_duration: Family<ReconcileLabels, Histogram>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self {
+            finished: Family::default(),
+            reconcile_errors: Family::default(),
+            // 100 µs to about 13 s: a reconcile is a few API calls and plugin calls.
+            reconcile_duration: Family::new_with_constructor(|| {
+                Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(
+                    0.0001, 2.0, 18,
+                ))
+            }),
+        }
+    }
 }
 
 impl Metrics {
@@ -37,6 +62,11 @@ impl Metrics {
             "reconcile_errors",
             "Reconciles that failed and were retried",
             metrics.reconcile_errors.clone(),
+        );
+        sub.register(
+            "reconcile_duration_seconds",
+            "How long reconciles took, by controller and result",
+            metrics.reconcile_duration.clone(),
         );
         metrics
     }
@@ -67,5 +97,15 @@ impl Metrics {
                 controller: controller.into(),
             })
             .inc();
+    }
+
+    /// Records how long a reconcile of `controller` took.
+    pub fn reconciled(&self, controller: &str, took: Duration, ok: bool) {
+        self.reconcile_duration
+            .get_or_create(&ReconcileLabels {
+                controller: controller.into(),
+                result: if ok { "ok" } else { "error" }.into(),
+            })
+            .observe(took.as_secs_f64());
     }
 }

@@ -82,6 +82,19 @@ pub enum PluginError {
     TemplateFailed { plugin: String, message: String },
 }
 
+impl PluginError {
+    /// Whether the same call may well succeed if made again later: the plugin ran out of time
+    /// (the machine may be loaded) or could not be started (every instance slot busy). The
+    /// controllers retry these with backoff; every other error is the plugin's or the input's
+    /// answer, and asking again would give it again.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            PluginError::Timeout { .. } | PluginError::Instantiate { .. }
+        )
+    }
+}
+
 /// `1s`, `1500ms`.
 pub(crate) fn format_duration(d: Duration) -> String {
     if d.subsec_millis() == 0 && d.as_secs() > 0 {
@@ -99,5 +112,35 @@ pub(crate) fn format_bytes(n: u64) -> String {
         format!("{} KiB", n >> 10)
     } else {
         format!("{n} bytes")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_timeouts_and_failed_starts_are_transient() {
+        let timeout = PluginError::Timeout {
+            plugin: "at".into(),
+            call: "gate",
+            limit: Duration::from_secs(1),
+        };
+        let instantiate = PluginError::Instantiate {
+            plugin: "at".into(),
+            call: "gate",
+            reason: "all instance slots are busy".into(),
+        };
+        let trap = PluginError::Trap {
+            plugin: "at".into(),
+            call: "gate",
+            message: "panicked".into(),
+        };
+        let params = PluginError::InvalidParams {
+            type_name: "at".into(),
+            message: "missing field `schedule`".into(),
+        };
+        assert!(timeout.is_transient() && instantiate.is_transient());
+        assert!(!trap.is_transient() && !params.is_transient());
     }
 }

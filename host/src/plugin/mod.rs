@@ -13,6 +13,7 @@ mod runtime;
 mod sandbox;
 pub mod types;
 mod validate;
+mod wit_edge;
 
 pub use config::RuntimeConfig;
 pub use error::{CONTRACT_VERSION, PluginError};

@@ -361,7 +361,7 @@ impl Plugin {
     /// [`PluginError::TemplateFailed`] with the plugin's message, [`PluginError::InvalidOutput`],
     /// or any call error.
     pub fn template(&self, context: &Context) -> Result<Vec<Step>, PluginError> {
-        let ctx = validate::to_wit_context(context);
+        let ctx = wit::Context::from(context);
         let result: Result<Vec<wit::Step>, String> =
             self.call("template", &self.compiled.exports.template, (&ctx,))?;
         let limits = limits(&self.runtime.config);
@@ -381,8 +381,8 @@ impl Plugin {
     /// # Errors
     /// Any call error.
     pub fn gate(&self, step: &Step, context: &Context) -> Result<Gate, PluginError> {
-        let step = validate::to_wit_step(step);
-        let ctx = validate::to_wit_context(context);
+        let step = wit::Step::from(step);
+        let ctx = wit::Context::from(context);
         let decision: wit::GateDecision =
             self.call("gate", &self.compiled.exports.gate, (&step, &ctx))?;
         Ok(match decision {
@@ -396,8 +396,8 @@ impl Plugin {
     /// # Errors
     /// [`PluginError::InvalidOutput`] when a reason is too long, or any call error.
     pub fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
-        let step = validate::to_wit_step(step);
-        let outcome = validate::to_wit_outcome(outcome);
+        let step = wit::Step::from(step);
+        let outcome = wit::StepOutcome::from(outcome);
         let verdict: wit::Verdict = self.call(
             "evaluate",
             &self.compiled.exports.evaluate,
@@ -476,7 +476,7 @@ impl WarmInstance {
     /// # Errors
     /// When the call traps or the plugin refuses.
     pub fn template(&mut self, context: &Context) -> Result<usize, String> {
-        let ctx = validate::to_wit_context(context);
+        let ctx = wit::Context::from(context);
         self.bindings
             .workflow_plugin_workflow_type()
             .call_template(&mut self.store, &ctx)

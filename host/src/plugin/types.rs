@@ -1,37 +1,12 @@
 //! The plain data a plugin works on: the host-side twin of the WIT `types` interface.
 //!
-//! These types carry no Kubernetes or wasmtime types; the controllers convert their API
-//! objects into them, and the runtime converts them to and from the component's bindings.
+//! These types carry no Kubernetes or wasmtime types. Targets and steps are the shared model
+//! (`workflow-model`) that the API types use too; the runtime converts them to and from the
+//! component's bindings only at the WIT edge (`wit_edge.rs`).
 
 use serde::{Deserialize, Serialize};
 
-/// A node a workflow acts on. Data only: nothing connects to it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Target {
-    pub name: String,
-    pub ip: String,
-    pub role: String,
-}
-
-/// An environment variable of a step's container.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct EnvVar {
-    pub name: String,
-    pub value: String,
-}
-
-/// One step of a workflow, as a plugin produces and judges it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Step {
-    pub name: String,
-    pub description: String,
-    pub command: String,
-    pub depends_on: Vec<String>,
-    pub image: Option<String>,
-    pub env: Vec<EnvVar>,
-    pub timeout_seconds: Option<u32>,
-    pub retries: Option<u32>,
-}
+pub use workflow_model::{EnvVar, Step, Target};
 
 /// What a plugin knows of the group it works for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]

@@ -1,11 +1,10 @@
-//! Conversions between the host's plugin types and the generated bindings, and the checks
-//! applied to everything a plugin returns.
+//! The checks applied to everything a plugin returns.
 
 use crate::graph::{StepGraph, check_dns_label};
 
 use super::bindings::workflow::plugin::types as wit;
 use super::error::PluginError;
-use super::types::{Context, EnvVar, PluginInfo, Step, StepOutcome, Verdict};
+use super::types::{PluginInfo, Step, Verdict};
 
 /// Bounds on what a plugin may return.
 pub(crate) struct Limits {
@@ -127,7 +126,7 @@ pub(crate) fn steps(raw: Vec<wit::Step>, limits: &Limits) -> Result<Vec<Step>, S
             .map(|s| (s.name.as_str(), s.depends_on.iter().map(String::as_str))),
     )
     .map_err(|e| e.to_string())?;
-    Ok(raw.into_iter().map(from_wit_step).collect())
+    Ok(raw.into_iter().map(Step::from).collect())
 }
 
 /// Checks the reason of a verdict.
@@ -161,78 +160,5 @@ fn check_env_name(name: &str) -> Result<(), String> {
         Ok(())
     } else {
         Err("only letters, digits, '_', '-' and '.' are allowed".into())
-    }
-}
-
-pub(crate) fn to_wit_context(c: &Context) -> wit::Context {
-    wit::Context {
-        group_name: c.group_name.clone(),
-        namespace: c.namespace.clone(),
-        cluster_name: c.cluster_name.clone(),
-        targets: c
-            .targets
-            .iter()
-            .map(|t| wit::Target {
-                name: t.name.clone(),
-                ip: t.ip.clone(),
-                role: t.role.clone(),
-            })
-            .collect(),
-        params: if c.params.is_null() {
-            "{}".to_string()
-        } else {
-            c.params.to_string()
-        },
-        now: c.now,
-    }
-}
-
-pub(crate) fn to_wit_step(s: &Step) -> wit::Step {
-    wit::Step {
-        name: s.name.clone(),
-        description: s.description.clone(),
-        command: s.command.clone(),
-        depends_on: s.depends_on.clone(),
-        image: s.image.clone(),
-        env: s
-            .env
-            .iter()
-            .map(|e| wit::EnvVar {
-                name: e.name.clone(),
-                value: e.value.clone(),
-            })
-            .collect(),
-        timeout_seconds: s.timeout_seconds,
-        retries: s.retries,
-    }
-}
-
-pub(crate) fn to_wit_outcome(o: &StepOutcome) -> wit::StepOutcome {
-    wit::StepOutcome {
-        succeeded: o.succeeded,
-        exit_code: o.exit_code,
-        message: o.message.clone(),
-        attempt: o.attempt,
-        duration_ms: o.duration_ms,
-    }
-}
-
-fn from_wit_step(s: wit::Step) -> Step {
-    Step {
-        name: s.name,
-        description: s.description,
-        command: s.command,
-        depends_on: s.depends_on,
-        image: s.image,
-        env: s
-            .env
-            .into_iter()
-            .map(|e| EnvVar {
-                name: e.name,
-                value: e.value,
-            })
-            .collect(),
-        timeout_seconds: s.timeout_seconds,
-        retries: s.retries,
     }
 }

@@ -1,15 +1,17 @@
 //! A step's attempt as a `batch/v1` Job, and the evidence read back from it.
 
 use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
 
 use k8s_openapi::api::batch::v1::{Job, JobSpec};
 use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, PodSpec, PodTemplateSpec};
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
+use super::step::Attempt;
 use crate::api::{
     LABEL_ATTEMPT, LABEL_GROUP_NAME, LABEL_STEP, LABEL_WORKFLOW_NAME, LABEL_WORKFLOW_TYPE,
-    LABEL_WORKFLOW_UID, Workflow, WorkflowStep,
+    LABEL_WORKFLOW_UID, Step, Target, Workflow,
 };
 use crate::plugin::StepOutcome;
 use crate::render::{bounded_name, short_hash};
@@ -45,16 +47,10 @@ pub fn job_labels(workflow: &Workflow, step: &str, attempt: u32) -> BTreeMap<Str
 
 /// The Job running `attempt` of `step`: `/bin/sh -c <command>` in the step's image, owned by
 /// the Workflow, never retried by Kubernetes itself (the plugin decides about retries).
-pub fn build_job(
-    workflow: &Workflow,
-    step: &WorkflowStep,
-    attempt: u32,
-    default_image: &str,
-) -> Job {
+pub fn build_job(workflow: &Workflow, step: &Step, attempt: u32, default_image: &str) -> Job {
     let labels = job_labels(workflow, &step.name, attempt);
     let targets = &workflow.spec.targets;
-    let join =
-        |f: fn(&crate::api::Target) -> &str| targets.iter().map(f).collect::<Vec<_>>().join(" ");
+    let join = |f: fn(&Target) -> &str| targets.iter().map(f).collect::<Vec<_>>().join(" ");
     let mut env = vec![
         env_var(
             "WORKFLOW_GROUP",
@@ -190,5 +186,147 @@ pub fn job_outcome(job: &Job, pod: Option<&Pod>, attempt: u32) -> StepOutcome {
         message: message.trim_end().to_string(),
         attempt,
         duration_ms,
+    }
+}
+
+/// The latest attempt of each step, from the Jobs of one Workflow and their pods.
+pub fn latest_attempts(jobs: &[Job], pods: &[Pod]) -> BTreeMap<String, Attempt> {
+    let mut latest: BTreeMap<String, (u32, &Job)> = BTreeMap::new();
+    for job in jobs {
+        let (Some(step), Some(attempt)) = (job_step(job), job_attempt(job)) else {
+            continue;
+        };
+        match latest.entry(step.to_string()) {
+            Entry::Vacant(e) => {
+                e.insert((attempt, job));
+            }
+            Entry::Occupied(mut e) if e.get().0 < attempt => {
+                e.insert((attempt, job));
+            }
+            Entry::Occupied(_) => {}
+        }
+    }
+    latest
+        .into_iter()
+        .map(|(step, (number, job))| {
+            let job_name = job.name_any();
+            let outcome = job_finished(job).map(|_| {
+                let pod = pods
+                    .iter()
+                    .filter(|p| {
+                        p.labels().get("batch.kubernetes.io/job-name") == Some(&job_name)
+                            || p.labels().get("job-name") == Some(&job_name)
+                    })
+                    .max_by_key(|p| p.metadata.creation_timestamp.as_ref().map(|t| t.0));
+                job_outcome(job, pod, number)
+            });
+            let attempt = Attempt {
+                number,
+                job: job_name,
+                outcome,
+            };
+            (step, attempt)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+    };
+
+    use super::*;
+    use crate::api::WorkflowSpec;
+
+    fn workflow() -> Workflow {
+        let mut wf = Workflow::new(
+            "wf",
+            WorkflowSpec {
+                type_: "pre-check".into(),
+                steps: vec![
+                    Step::new("validate-nodes", "true"),
+                    Step::new("check-network", "true").depends_on(["validate-nodes"]),
+                ],
+                cluster_name: "c".into(),
+                ..WorkflowSpec::default()
+            },
+        );
+        wf.metadata.namespace = Some("ns".into());
+        wf.metadata.uid = Some("uid-1".into());
+        wf
+    }
+
+    fn job(wf: &Workflow, step: &str, attempt: u32, finished: Option<bool>) -> Job {
+        let step = wf.spec.steps.iter().find(|s| s.name == step).unwrap();
+        let mut job = build_job(wf, step, attempt, "busybox");
+        job.status = finished.map(|ok| JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: if ok { "Complete" } else { "Failed" }.into(),
+                status: "True".into(),
+                ..JobCondition::default()
+            }]),
+            ..JobStatus::default()
+        });
+        job
+    }
+
+    fn pod_of(job: &Job, exit_code: i32, message: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("{}-pod", job.name_any())),
+                labels: Some([("batch.kubernetes.io/job-name".to_string(), job.name_any())].into()),
+                ..ObjectMeta::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                container_statuses: Some(vec![ContainerStatus {
+                    name: CONTAINER.into(),
+                    state: Some(ContainerState {
+                        terminated: Some(ContainerStateTerminated {
+                            exit_code,
+                            message: Some(message.into()),
+                            ..ContainerStateTerminated::default()
+                        }),
+                        ..ContainerState::default()
+                    }),
+                    ..ContainerStatus::default()
+                }]),
+                ..PodStatus::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn the_latest_attempt_of_each_step_carries_its_pods_evidence() {
+        let wf = workflow();
+        let first = job(&wf, "validate-nodes", 1, Some(false));
+        let second = job(&wf, "validate-nodes", 2, Some(true));
+        let running = job(&wf, "check-network", 1, None);
+        let pods = [pod_of(&first, 1, "flaky"), pod_of(&second, 0, "all good\n")];
+        let attempts = latest_attempts(&[second.clone(), first, running.clone()], &pods);
+        let validate = &attempts["validate-nodes"];
+        assert_eq!(validate.number, 2);
+        assert_eq!(validate.job, second.name_any());
+        let outcome = validate.outcome.as_ref().expect("finished");
+        assert!(outcome.succeeded);
+        assert_eq!(
+            (outcome.exit_code, outcome.message.as_str()),
+            (Some(0), "all good")
+        );
+        assert_eq!(attempts["check-network"].outcome, None);
+        assert_eq!(attempts["check-network"].job, running.name_any());
+    }
+
+    #[test]
+    fn job_names_fit_in_63_characters_and_differ_per_attempt() {
+        let mut wf = workflow();
+        wf.metadata.name = Some("w".repeat(60));
+        let a1 = job_name(&wf, "validate-nodes", 1);
+        let a2 = job_name(&wf, "validate-nodes", 2);
+        assert!(a1.len() <= 63 && a2.len() <= 63);
+        assert_ne!(a1, a2);
+        assert_eq!(a1, job_name(&wf, "validate-nodes", 1));
     }
 }

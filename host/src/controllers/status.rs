@@ -1,0 +1,168 @@
+//! What both controllers write for people: the `Succeeded` condition, its reasons, and the
+//! transitions published as Events.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::jiff::Timestamp;
+use kube::runtime::events::EventType;
+
+use crate::api::{CONDITION_SUCCEEDED, ConditionStatus};
+
+/// Reasons of the `Succeeded` condition (CamelCase, as the API conventions ask).
+pub mod reason {
+    /// Running: the message says how far.
+    pub const RUNNING: &str = "Running";
+    /// Completed.
+    pub const COMPLETED: &str = "Completed";
+    /// Stopped by `spec.paused`.
+    pub const PAUSED: &str = "Paused";
+    /// No plugin of a needed type (or of the pinned version) is loaded.
+    pub const PLUGIN_MISSING: &str = "PluginMissing";
+    /// A plugin could not answer now (time limit under load, no free instance); retried.
+    pub const PLUGIN_UNAVAILABLE: &str = "PluginUnavailable";
+    /// The group's params for a type are refused by its plugin.
+    pub const INVALID_PARAMS: &str = "InvalidParams";
+    /// The group's spec itself is wrong.
+    pub const INVALID_SPEC: &str = "InvalidSpec";
+    /// A plugin refused to template, or returned an unusable template.
+    pub const TEMPLATE_FAILED: &str = "TemplateFailed";
+    /// A Workflow of the group failed.
+    pub const WORKFLOW_FAILED: &str = "WorkflowFailed";
+    /// The workflow's step graph is invalid.
+    pub const INVALID_STEPS: &str = "InvalidSteps";
+    /// A step failed.
+    pub const STEP_FAILED: &str = "StepFailed";
+    /// A step waits for the time its plugin's gate named.
+    pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
+}
+
+/// A change a user cares about, published as an Event.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    pub type_: EventType,
+    pub reason: String,
+    pub message: String,
+    /// What the event is about (a step, a workflow type). Events with the same reason about
+    /// different subjects stay separate instead of being counted as one series.
+    pub subject: Option<String>,
+}
+
+impl Transition {
+    /// A Normal event.
+    pub fn normal(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            type_: EventType::Normal,
+            reason: reason.into(),
+            message: message.into(),
+            subject: None,
+        }
+    }
+
+    /// A Warning event.
+    pub fn warning(reason: &str, message: impl Into<String>) -> Self {
+        Self {
+            type_: EventType::Warning,
+            reason: reason.into(),
+            message: message.into(),
+            subject: None,
+        }
+    }
+
+    /// The same transition, about `subject`.
+    pub fn about(mut self, subject: impl Into<String>) -> Self {
+        self.subject = Some(subject.into());
+        self
+    }
+}
+
+/// The `Succeeded` condition.
+pub fn succeeded_condition(
+    status: ConditionStatus,
+    reason: &str,
+    message: &str,
+    generation: Option<i64>,
+    now: Timestamp,
+) -> Condition {
+    Condition {
+        type_: CONDITION_SUCCEEDED.into(),
+        status: status.as_str().into(),
+        reason: reason.into(),
+        message: truncate(message, 32 * 1024),
+        observed_generation: generation,
+        last_transition_time: Time(now),
+    }
+}
+
+/// Puts `new` into `conditions`, keeping the old transition time when its status is unchanged
+/// (API conventions: `lastTransitionTime` moves only when `status` does).
+pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
+    if let Some(old) = conditions.iter_mut().find(|c| c.type_ == new.type_) {
+        if old.status == new.status {
+            new.last_transition_time = old.last_transition_time.clone();
+        }
+        *old = new;
+    } else {
+        conditions.push(new);
+    }
+}
+
+/// The `Succeeded` condition among `conditions`.
+pub fn succeeded(conditions: &[Condition]) -> Option<&Condition> {
+    conditions.iter().find(|c| c.type_ == CONDITION_SUCCEEDED)
+}
+
+/// `s` cut to at most `max` bytes on a character boundary, with an ellipsis when cut.
+pub fn truncate(s: &str, max: usize) -> String {
+    if s.len() <= max {
+        return s.to_string();
+    }
+    let mut end = max;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &s[..end])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).expect("a valid time")
+    }
+
+    #[test]
+    fn the_transition_time_moves_only_when_the_status_does() {
+        let mut conditions = Vec::new();
+        let running = |t| {
+            succeeded_condition(
+                ConditionStatus::Unknown,
+                reason::RUNNING,
+                "1/2",
+                None,
+                at(t),
+            )
+        };
+        set_condition(&mut conditions, running(10));
+        set_condition(&mut conditions, running(20));
+        assert_eq!(conditions.len(), 1);
+        assert_eq!(conditions[0].last_transition_time, Time(at(10)));
+        set_condition(
+            &mut conditions,
+            succeeded_condition(
+                ConditionStatus::True,
+                reason::COMPLETED,
+                "done",
+                None,
+                at(30),
+            ),
+        );
+        assert_eq!(conditions[0].status, "True");
+        assert_eq!(conditions[0].last_transition_time, Time(at(30)));
+    }
+
+    #[test]
+    fn long_text_is_cut_on_a_character_boundary() {
+        assert_eq!(truncate("héllo", 2), "h…");
+        assert_eq!(truncate("abc", 3), "abc");
+    }
+}

@@ -1,0 +1,106 @@
+//! The Workflow controller: runs a workflow's steps as Jobs, in dependency order, each started
+//! after its plugin's `gate` and judged by its plugin's `evaluate`.
+//!
+//! Step state is derived each time from the Jobs that exist (their attempt labels and
+//! conditions) and the pinned plugin's verdicts, so a lost status write or an operator restart
+//! loses nothing: the next reconcile computes the same state again. What to do is decided in
+//! [`plan`] (the workflow) and [`step`] (one step); [`job`] builds and reads the Jobs; this
+//! module reads, calls the plan and writes.
+
+pub mod job;
+pub mod plan;
+pub mod step;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use tracing::info;
+
+use self::job::{build_job, job_finished, latest_attempts};
+use self::plan::{PluginChoice, plan_plugin_missing, plan_workflow, plugin_choice};
+use super::context::Context;
+use super::error::{Error, Result};
+use super::sync;
+use crate::api::{LABEL_WORKFLOW_UID, PluginRef, Workflow};
+
+/// Reconciles one Workflow.
+pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action> {
+    sync::instrumented(&*workflow, &ctx, reconcile_workflow(&workflow, &ctx)).await
+}
+
+async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action> {
+    let name = workflow.name_any();
+    let ns = workflow.namespace().ok_or(Error::MissingNamespace)?;
+    let old = workflow.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(|p| p.is_finished()) {
+        return Ok(Action::await_change());
+    }
+    let workflows: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
+
+    let choice = plugin_choice(workflow);
+    let plugin = match &choice {
+        PluginChoice::Pinned(digest) => ctx.registry.get_pinned(&workflow.spec.type_, digest),
+        PluginChoice::Current => ctx.registry.get(&workflow.spec.type_),
+    };
+    let Some(plugin) = plugin else {
+        let plan = plan_plugin_missing(workflow, &choice, Timestamp::now());
+        sync::write_status(&workflows, &name, &old, &plan.status).await?;
+        sync::publish_all(ctx, workflow, &plan.events).await;
+        // The registry's change notification reconciles us again when plugins change.
+        return Ok(Action::await_change());
+    };
+    let plugin_ref = PluginRef {
+        version: plugin.info().version.clone(),
+        digest: plugin.digest().to_string(),
+    };
+
+    let uid = workflow.uid().unwrap_or_default();
+    let selector = format!("{LABEL_WORKFLOW_UID}={uid}");
+    let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
+    let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
+    let jobs = sync::list_controlled(&jobs_api, &selector, &uid).await?;
+    // Pods carry the evidence of finished Jobs only.
+    let pods = if jobs.iter().any(|j| job_finished(j).is_some()) {
+        sync::list_labelled(&pods_api, &selector).await?
+    } else {
+        Vec::new()
+    };
+    let attempts = latest_attempts(&jobs, &pods);
+    let plan = plan_workflow(
+        workflow,
+        &attempts,
+        plugin.as_ref(),
+        &plugin_ref,
+        Timestamp::now(),
+    );
+
+    for (step_name, attempt) in &plan.start {
+        let Some(step) = workflow.spec.steps.iter().find(|s| &s.name == step_name) else {
+            continue;
+        };
+        let job = build_job(workflow, step, *attempt, &ctx.config.default_image);
+        sync::create_controlled(&jobs_api, &job, &uid).await?;
+        info!(step = %step_name, attempt, "started step");
+    }
+    sync::write_status(&workflows, &name, &old, &plan.status).await?;
+    sync::publish_all(ctx, workflow, &plan.events).await;
+    if let Some(phase) = plan.status.phase.filter(|p| p.is_finished())
+        && old.phase != Some(phase)
+    {
+        ctx.metrics.workflow_finished(phase.as_str());
+        info!(%phase, "workflow finished");
+    }
+    if let Some(error) = plan.unavailable {
+        return Err(Error::PluginUnavailable(error));
+    }
+    Ok(match plan.requeue_after {
+        Some(after) => Action::requeue(after.max(Duration::from_millis(200))),
+        None => Action::await_change(),
+    })
+}

@@ -1,0 +1,749 @@
+//! What the Workflow controller decides, as pure functions of the Workflow, the latest
+//! attempt of each step and its plugin's answers: tested without a cluster.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::step::{Attempt, StepJudge, StepMove, StepView, decide_step};
+use crate::api::{
+    ANNOTATION_PLUGIN_DIGEST, ConditionStatus, LABEL_GROUP_NAME, Phase, PluginRef, StepDetail,
+    Workflow, WorkflowStatus,
+};
+use crate::controllers::status::{
+    Transition, reason, set_condition, succeeded, succeeded_condition,
+};
+use crate::graph::StepGraph;
+use crate::plugin::{self, PluginError};
+
+/// What the Workflow controller decided for one reconcile.
+#[derive(Debug, Default, PartialEq)]
+pub struct WorkflowPlan {
+    /// The status to write.
+    pub status: WorkflowStatus,
+    /// Attempts to start: (step, attempt).
+    pub start: Vec<(String, u32)>,
+    /// Events to publish.
+    pub events: Vec<Transition>,
+    /// When to look again even if nothing changes (a gate's schedule).
+    pub requeue_after: Option<Duration>,
+    /// A plugin could not answer now: the reconcile is retried with backoff.
+    pub unavailable: Option<PluginError>,
+}
+
+/// Which plugin version judges a Workflow: it is pinned for the workflow's life.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PluginChoice {
+    /// The version with this digest: the one recorded in status, else the one that templated
+    /// the workflow (annotation).
+    Pinned(String),
+    /// A Workflow made by hand: whichever version is loaded now (then recorded in status).
+    Current,
+}
+
+/// Which plugin version judges `workflow`.
+pub fn plugin_choice(workflow: &Workflow) -> PluginChoice {
+    let recorded = workflow
+        .status
+        .as_ref()
+        .and_then(|s| s.plugin.as_ref())
+        .map(|p| p.digest.clone());
+    match recorded.or_else(|| {
+        workflow
+            .annotations()
+            .get(ANNOTATION_PLUGIN_DIGEST)
+            .cloned()
+    }) {
+        Some(digest) => PluginChoice::Pinned(digest),
+        None => PluginChoice::Current,
+    }
+}
+
+/// The plan when the chosen plugin is not loaded: the workflow waits (Pending, or where it
+/// was) with a condition naming the version it needs. The registry's change notification
+/// reconciles it again when plugins change.
+pub fn plan_plugin_missing(
+    workflow: &Workflow,
+    choice: &PluginChoice,
+    now: Timestamp,
+) -> WorkflowPlan {
+    let type_ = &workflow.spec.type_;
+    let message = match choice {
+        PluginChoice::Pinned(digest) => format!(
+            "the plugin version this workflow was started with ({type_} sha256:{short}) is not loaded; load that version again (or delete the workflow to start over)",
+            short = digest.chars().take(12).collect::<String>()
+        ),
+        PluginChoice::Current => format!(
+            "no plugin is loaded for workflow type {type_:?}; add {type_}.wasm to the plugin directory"
+        ),
+    };
+    let old = workflow.status.clone().unwrap_or_default();
+    let mut status = old.clone();
+    status.phase.get_or_insert(Phase::Pending);
+    status.observed_generation = workflow.metadata.generation;
+    set_condition(
+        &mut status.conditions,
+        succeeded_condition(
+            ConditionStatus::Unknown,
+            reason::PLUGIN_MISSING,
+            &message,
+            workflow.metadata.generation,
+            now,
+        ),
+    );
+    let events = if status != old {
+        vec![Transition::warning(reason::PLUGIN_MISSING, message)]
+    } else {
+        Vec::new()
+    };
+    WorkflowPlan {
+        status,
+        events,
+        ..WorkflowPlan::default()
+    }
+}
+
+/// The context a plugin gets for `workflow`'s steps at `now`.
+fn plugin_context(workflow: &Workflow, now: Timestamp) -> plugin::Context {
+    plugin::Context {
+        group_name: workflow
+            .labels()
+            .get(LABEL_GROUP_NAME)
+            .cloned()
+            .unwrap_or_default(),
+        namespace: workflow.namespace().unwrap_or_default(),
+        cluster_name: workflow.spec.cluster_name.clone(),
+        targets: workflow.spec.targets.clone(),
+        params: workflow
+            .spec
+            .params
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({})),
+        now: now.as_second(),
+    }
+}
+
+/// Decides what to do with `workflow`, given the latest attempt of each step, its plugin and
+/// the time.
+pub fn plan_workflow(
+    workflow: &Workflow,
+    attempts: &BTreeMap<String, Attempt>,
+    judge: &dyn StepJudge,
+    plugin: &PluginRef,
+    now: Timestamp,
+) -> WorkflowPlan {
+    let old = workflow.status.clone().unwrap_or_default();
+    let mut plan = WorkflowPlan {
+        status: old.clone(),
+        ..WorkflowPlan::default()
+    };
+    plan.status.observed_generation = workflow.metadata.generation;
+    plan.status.plugin = Some(plugin.clone());
+    plan.status.start_time.get_or_insert(Time(now));
+
+    let steps = &workflow.spec.steps;
+    let graph = match StepGraph::new(
+        steps
+            .iter()
+            .map(|s| (s.name.as_str(), s.depends_on.iter().map(String::as_str))),
+    ) {
+        Ok(graph) => graph,
+        Err(err) => {
+            let message = format!("invalid steps: {err}");
+            finish(
+                &mut plan.status,
+                Phase::Failed,
+                reason::INVALID_STEPS,
+                &message,
+                now,
+            );
+            plan.events
+                .push(Transition::warning(reason::INVALID_STEPS, message));
+            return plan;
+        }
+    };
+    let by_name: BTreeMap<&str, _> = steps.iter().map(|s| (s.name.as_str(), s)).collect();
+    let ctx = plugin_context(workflow, now);
+    let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
+    let mut details: BTreeMap<String, StepDetail> = BTreeMap::new();
+    let mut failure: Option<String> = None;
+    let mut earliest_gate: Option<i64> = None;
+
+    for name in graph.order() {
+        let Some(step) = by_name.get(name.as_str()) else {
+            continue;
+        };
+        let latest = attempts.get(name);
+        let view = StepView {
+            step,
+            ready: graph
+                .dependencies(name)
+                .iter()
+                .all(|d| phases.get(d) == Some(&Phase::Completed)),
+            held: failure.is_some() || workflow.spec.paused,
+            latest,
+        };
+        let mut detail = old.step_details.get(name).cloned().unwrap_or_default();
+        if let Some(attempt) = latest {
+            detail.attempts = attempt.number;
+            detail.job = Some(attempt.job.clone());
+        }
+        let phase = match decide_step(view, judge, &ctx) {
+            StepMove::Wait => Phase::Pending,
+            StepMove::Scheduled(t) => {
+                earliest_gate = Some(earliest_gate.map_or(t, |e| e.min(t)));
+                detail.not_before = Timestamp::from_second(t).ok().map(Time);
+                detail.message = Some(format!("waiting for its schedule ({})", fmt_time(t)));
+                Phase::Pending
+            }
+            StepMove::Start => {
+                plan.start.push((name.clone(), 1));
+                detail.attempts = 1;
+                detail.message = None;
+                plan.events.push(
+                    Transition::normal("StepStarted", format!("step {name} started (attempt 1)"))
+                        .about(format!("{name}/1")),
+                );
+                Phase::Running
+            }
+            StepMove::Running => Phase::Running,
+            StepMove::Completed(message) => {
+                detail.message = (!message.is_empty()).then_some(message);
+                Phase::Completed
+            }
+            StepMove::Retry(why) => {
+                let (attempt, budget) = (detail.attempts, 1 + step.retries.unwrap_or(0));
+                let next = attempt + 1;
+                plan.start.push((name.clone(), next));
+                detail.attempts = next;
+                detail.message = Some(format!("retrying: {why}"));
+                plan.events.push(
+                    Transition::warning(
+                        "StepRetried",
+                        format!("step {name} attempt {attempt} asked for a retry ({why}); starting attempt {next} of {budget}"),
+                    )
+                    .about(format!("{name}/{next}")),
+                );
+                Phase::Running
+            }
+            StepMove::RetryHeld(why) => {
+                detail.message = Some(format!("retry pending: {why}"));
+                Phase::Pending
+            }
+            StepMove::Failed(message) => {
+                detail.message = Some(message.clone());
+                failure.get_or_insert(message);
+                Phase::Failed
+            }
+            StepMove::Unanswered(error) => {
+                detail.message = Some(format!("waiting for its plugin: {error}"));
+                plan.unavailable.get_or_insert(error);
+                if latest.is_some() {
+                    Phase::Running
+                } else {
+                    Phase::Pending
+                }
+            }
+        };
+        phases.insert(name.clone(), phase);
+        details.insert(name.clone(), detail);
+    }
+
+    for (name, phase) in &phases {
+        if old.step_status.get(name) == Some(phase) {
+            continue;
+        }
+        match phase {
+            Phase::Completed => plan.events.push(
+                Transition::normal("StepCompleted", format!("step {name} completed")).about(name),
+            ),
+            Phase::Failed => plan.events.push(
+                Transition::warning(
+                    "StepFailed",
+                    details
+                        .get(name)
+                        .and_then(|d| d.message.clone())
+                        .unwrap_or_default(),
+                )
+                .about(name),
+            ),
+            _ => {}
+        }
+    }
+
+    let total = phases.len();
+    let done = phases.values().filter(|p| **p == Phase::Completed).count();
+    let running = phases.values().any(|p| *p != Phase::Pending) || !plan.start.is_empty();
+    plan.status.step_status = phases;
+    plan.status.step_details = details;
+    plan.status.progress = Some(format!("{done}/{total}"));
+
+    if let Some(message) = failure {
+        finish(
+            &mut plan.status,
+            Phase::Failed,
+            reason::STEP_FAILED,
+            &message,
+            now,
+        );
+        plan.events
+            .push(Transition::warning("WorkflowFailed", message));
+    } else if done == total {
+        let message = format!("all {total} steps completed");
+        finish(
+            &mut plan.status,
+            Phase::Completed,
+            reason::COMPLETED,
+            &message,
+            now,
+        );
+        plan.events
+            .push(Transition::normal("WorkflowCompleted", message));
+    } else {
+        let (why, message) = if workflow.spec.paused {
+            (
+                reason::PAUSED,
+                "paused: no new step starts until spec.paused is cleared".to_string(),
+            )
+        } else if let Some(error) = &plan.unavailable {
+            (
+                reason::PLUGIN_UNAVAILABLE,
+                format!("{error}; asking again shortly"),
+            )
+        } else if let (false, Some(t)) = (running, earliest_gate) {
+            (
+                reason::WAITING_FOR_SCHEDULE,
+                format!("waiting until {} to start", fmt_time(t)),
+            )
+        } else {
+            (reason::RUNNING, format!("{done}/{total} steps completed"))
+        };
+        if why == reason::PLUGIN_UNAVAILABLE
+            && succeeded(&old.conditions).is_none_or(|c| c.reason != why)
+        {
+            plan.events.push(Transition::warning(why, message.clone()));
+        }
+        plan.status.phase = Some(if running {
+            Phase::Running
+        } else {
+            Phase::Pending
+        });
+        set_condition(
+            &mut plan.status.conditions,
+            succeeded_condition(
+                ConditionStatus::Unknown,
+                why,
+                &message,
+                workflow.metadata.generation,
+                now,
+            ),
+        );
+    }
+    if let Some(t) = earliest_gate {
+        let wait = (t - now.as_second()).max(0).unsigned_abs();
+        plan.requeue_after = Some(Duration::from_secs(wait));
+    }
+    plan
+}
+
+fn finish(status: &mut WorkflowStatus, to: Phase, why: &str, message: &str, now: Timestamp) {
+    status.phase = Some(to);
+    status.completion_time.get_or_insert(Time(now));
+    let condition = if to == Phase::Completed {
+        ConditionStatus::True
+    } else {
+        ConditionStatus::False
+    };
+    let generation = status.observed_generation;
+    set_condition(
+        &mut status.conditions,
+        succeeded_condition(condition, why, message, generation, now),
+    );
+}
+
+fn fmt_time(unix: i64) -> String {
+    Timestamp::from_second(unix)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| {
+            format!("{unix}s after the epoch, which is no valid time: the plugin holds this step")
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::cell::RefCell;
+
+    use super::*;
+    use crate::api::{Step, WorkflowSpec};
+    use crate::plugin::{Context as PluginContext, Gate, StepOutcome, Verdict};
+
+    /// A plugin stand-in: gates by a fixed answer (or error) and judges by exit code (or
+    /// fails with a fixed error), recording what it saw.
+    struct Judge {
+        gate: Result<Gate, PluginError>,
+        evaluate_error: Option<PluginError>,
+        seen: RefCell<Vec<StepOutcome>>,
+        retry_exit_code: Option<i32>,
+    }
+
+    impl Judge {
+        fn new() -> Self {
+            Judge {
+                gate: Ok(Gate::StartNow),
+                evaluate_error: None,
+                seen: RefCell::default(),
+                retry_exit_code: None,
+            }
+        }
+    }
+
+    impl StepJudge for Judge {
+        fn gate(&self, _: &Step, _: &PluginContext) -> Result<Gate, PluginError> {
+            self.gate.clone()
+        }
+        fn evaluate(&self, _: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
+            self.seen.borrow_mut().push(outcome.clone());
+            if let Some(e) = &self.evaluate_error {
+                return Err(e.clone());
+            }
+            Ok(match outcome.exit_code {
+                Some(0) => Verdict::Completed,
+                code if code == self.retry_exit_code => Verdict::Retry("temporary".into()),
+                _ => Verdict::Failed(format!(
+                    "exit code {:?}: {}",
+                    outcome.exit_code, outcome.message
+                )),
+            })
+        }
+    }
+
+    fn timeout(call: &'static str) -> PluginError {
+        PluginError::Timeout {
+            plugin: "pre-check".into(),
+            call,
+            limit: Duration::from_secs(1),
+        }
+    }
+
+    fn trap(call: &'static str) -> PluginError {
+        PluginError::Trap {
+            plugin: "pre-check".into(),
+            call,
+            message: "panicked at 'boom'".into(),
+        }
+    }
+
+    fn workflow(steps: &[(&str, &[&str])]) -> Workflow {
+        let mut wf = Workflow::new(
+            "wf",
+            WorkflowSpec {
+                type_: "pre-check".into(),
+                steps: steps
+                    .iter()
+                    .map(|(name, deps)| {
+                        Step::new(*name, format!("{name}.sh")).depends_on(deps.iter().copied())
+                    })
+                    .collect(),
+                targets: vec![],
+                cluster_name: "c".into(),
+                paused: false,
+                params: None,
+            },
+        );
+        wf.metadata.namespace = Some("ns".into());
+        wf.metadata.uid = Some("uid-1".into());
+        wf
+    }
+
+    type Attempts = BTreeMap<String, Attempt>;
+
+    /// (step, attempt, `Some((exit code, message))` once finished)
+    type Seen<'a> = (&'a str, u32, Option<(i32, &'a str)>);
+
+    fn attempts(entries: &[Seen<'_>]) -> Attempts {
+        entries
+            .iter()
+            .map(|(step, number, finished)| {
+                let outcome = finished.map(|(exit_code, message)| StepOutcome {
+                    succeeded: exit_code == 0,
+                    exit_code: Some(exit_code),
+                    message: message.into(),
+                    attempt: *number,
+                    duration_ms: 200,
+                });
+                let attempt = Attempt {
+                    number: *number,
+                    job: format!("job-{step}-{number}"),
+                    outcome,
+                };
+                (step.to_string(), attempt)
+            })
+            .collect()
+    }
+
+    fn plan_now(wf: &Workflow, attempts: &Attempts, judge: &Judge) -> WorkflowPlan {
+        plan_workflow(wf, attempts, judge, &plugin_ref(), now())
+    }
+
+    fn plugin_ref() -> PluginRef {
+        PluginRef {
+            version: "0.1.0".into(),
+            digest: "abc".into(),
+        }
+    }
+
+    fn now() -> Timestamp {
+        Timestamp::from_second(1_800_000_000).unwrap()
+    }
+
+    fn condition(plan: &WorkflowPlan) -> (&str, &str, &str) {
+        let c = &plan.status.conditions[0];
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    }
+
+    const SEED: &[(&str, &[&str])] = &[
+        ("validate-nodes", &[]),
+        ("check-network", &["validate-nodes"]),
+    ];
+
+    #[test]
+    fn a_new_workflow_starts_only_the_steps_without_dependencies() {
+        let wf = workflow(&[("a", &[]), ("b", &["a"]), ("c", &[])]);
+        let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
+        assert_eq!(plan.start, [("a".to_string(), 1), ("c".to_string(), 1)]);
+        assert_eq!(plan.status.phase, Some(Phase::Running));
+        assert_eq!(plan.status.step_status["b"], Phase::Pending);
+        assert_eq!(plan.status.progress.as_deref(), Some("0/3"));
+        assert_eq!(plan.status.plugin, Some(plugin_ref()));
+    }
+
+    #[test]
+    fn a_dependent_starts_once_its_dependency_is_judged_completed() {
+        let wf = workflow(SEED);
+        let judge = Judge::new();
+        let plan = plan_now(
+            &wf,
+            &attempts(&[("validate-nodes", 1, Some((0, "all good")))]),
+            &judge,
+        );
+        assert_eq!(plan.start, [("check-network".to_string(), 1)]);
+        assert_eq!(plan.status.step_status["validate-nodes"], Phase::Completed);
+        assert_eq!(
+            plan.status.step_details["validate-nodes"]
+                .message
+                .as_deref(),
+            Some("all good")
+        );
+        assert_eq!(judge.seen.borrow()[0].exit_code, Some(0));
+    }
+
+    #[test]
+    fn a_running_attempt_is_not_started_twice() {
+        let wf = workflow(SEED);
+        let plan = plan_now(
+            &wf,
+            &attempts(&[("validate-nodes", 1, None)]),
+            &Judge::new(),
+        );
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.status.step_status["validate-nodes"], Phase::Running);
+    }
+
+    #[test]
+    fn all_steps_completed_completes_the_workflow() {
+        let wf = workflow(SEED);
+        let done = attempts(&[
+            ("validate-nodes", 1, Some((0, ""))),
+            ("check-network", 1, Some((0, ""))),
+        ]);
+        let plan = plan_now(&wf, &done, &Judge::new());
+        assert_eq!(plan.status.phase, Some(Phase::Completed));
+        assert_eq!(condition(&plan).0, "True");
+        assert!(plan.status.completion_time.is_some());
+        assert!(plan.events.iter().any(|e| e.reason == "WorkflowCompleted"));
+    }
+
+    #[test]
+    fn a_failed_verdict_fails_the_workflow_naming_the_step_and_reason() {
+        let wf = workflow(SEED);
+        let plan = plan_now(
+            &wf,
+            &attempts(&[("validate-nodes", 1, Some((3, "disk full")))]),
+            &Judge::new(),
+        );
+        assert!(plan.start.is_empty(), "nothing starts after a failure");
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        assert_eq!(plan.status.step_status["validate-nodes"], Phase::Failed);
+        assert_eq!(plan.status.step_status["check-network"], Phase::Pending);
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("False", "StepFailed"));
+        assert!(
+            message.contains("validate-nodes") && message.contains("disk full"),
+            "{message}"
+        );
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.reason == "StepFailed" && e.message.contains("disk full"))
+        );
+    }
+
+    #[test]
+    fn a_retry_verdict_starts_the_next_attempt_within_the_budget_and_fails_after_it() {
+        let mut wf = workflow(&[("flaky", &[])]);
+        wf.spec.steps[0].retries = Some(1);
+        let judge = Judge {
+            retry_exit_code: Some(75),
+            ..Judge::new()
+        };
+        let plan = plan_now(&wf, &attempts(&[("flaky", 1, Some((75, "busy")))]), &judge);
+        assert_eq!(plan.start, [("flaky".to_string(), 2)]);
+        assert_eq!(plan.status.step_details["flaky"].attempts, 2);
+
+        let plan = plan_now(
+            &wf,
+            &attempts(&[("flaky", 2, Some((75, "still busy")))]),
+            &judge,
+        );
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        assert!(condition(&plan).2.contains("after 2 attempt(s)"));
+    }
+
+    #[test]
+    fn a_gated_step_waits_and_requeues_for_exactly_its_time() {
+        let wf = workflow(&[("run", &[])]);
+        let at = now().as_second() + 42;
+        let judge = Judge {
+            gate: Ok(Gate::NotBefore(at)),
+            ..Judge::new()
+        };
+        let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(42)));
+        assert_eq!(plan.status.phase, Some(Phase::Pending));
+        assert_eq!(condition(&plan).1, "WaitingForSchedule");
+
+        let judge = Judge {
+            gate: Ok(Gate::NotBefore(now().as_second())),
+            ..Judge::new()
+        };
+        let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert_eq!(plan.start, [("run".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_gate_that_times_out_holds_the_step_and_is_retried_not_failed() {
+        let wf = workflow(SEED);
+        let judge = Judge {
+            gate: Err(timeout("gate")),
+            ..Judge::new()
+        };
+        let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.unavailable, Some(timeout("gate")));
+        assert_eq!(plan.status.phase, Some(Phase::Pending));
+        assert_eq!(plan.status.step_status["validate-nodes"], Phase::Pending);
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("Unknown", "PluginUnavailable"));
+        assert!(message.contains("time limit"), "{message}");
+        assert!(plan.events.iter().any(|e| e.reason == "PluginUnavailable"));
+    }
+
+    #[test]
+    fn an_evaluate_that_times_out_keeps_the_attempt_running_and_is_retried() {
+        let wf = workflow(SEED);
+        let judge = Judge {
+            evaluate_error: Some(timeout("evaluate")),
+            ..Judge::new()
+        };
+        let plan = plan_now(
+            &wf,
+            &attempts(&[("validate-nodes", 1, Some((0, "ok")))]),
+            &judge,
+        );
+        assert!(
+            plan.start.is_empty(),
+            "no dependent starts on an unjudged step"
+        );
+        assert_eq!(plan.unavailable, Some(timeout("evaluate")));
+        assert_eq!(plan.status.phase, Some(Phase::Running));
+        assert_eq!(plan.status.step_status["validate-nodes"], Phase::Running);
+        assert!(plan.status.completion_time.is_none());
+    }
+
+    #[test]
+    fn a_gate_or_evaluate_that_traps_fails_the_workflow_for_good() {
+        let wf = workflow(SEED);
+        let judge = Judge {
+            gate: Err(trap("gate")),
+            ..Judge::new()
+        };
+        let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        assert!(plan.unavailable.is_none());
+        assert!(condition(&plan).2.contains("plugin gate failed"));
+
+        let judge = Judge {
+            evaluate_error: Some(trap("evaluate")),
+            ..Judge::new()
+        };
+        let plan = plan_now(
+            &wf,
+            &attempts(&[("validate-nodes", 1, Some((0, "ok")))]),
+            &judge,
+        );
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        assert!(condition(&plan).2.contains("plugin could not judge it"));
+    }
+
+    #[test]
+    fn a_paused_workflow_starts_nothing() {
+        let mut wf = workflow(SEED);
+        wf.spec.paused = true;
+        let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
+        assert!(plan.start.is_empty());
+        assert_eq!(condition(&plan).1, "Paused");
+    }
+
+    #[test]
+    fn a_cyclic_graph_fails_the_workflow_with_the_cycle_named() {
+        let wf = workflow(&[("a", &["b"]), ("b", &["a"])]);
+        let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        assert_eq!(condition(&plan).1, "InvalidSteps");
+        assert!(condition(&plan).2.contains("a -> b -> a"));
+    }
+
+    #[test]
+    fn the_plugin_is_pinned_by_status_then_annotation_and_its_absence_is_a_condition() {
+        let mut wf = workflow(SEED);
+        assert_eq!(plugin_choice(&wf), PluginChoice::Current);
+        wf.annotations_mut()
+            .insert(ANNOTATION_PLUGIN_DIGEST.into(), "from-annotation".into());
+        assert_eq!(
+            plugin_choice(&wf),
+            PluginChoice::Pinned("from-annotation".into())
+        );
+        wf.status = Some(WorkflowStatus {
+            plugin: Some(plugin_ref()),
+            ..WorkflowStatus::default()
+        });
+        let choice = plugin_choice(&wf);
+        assert_eq!(choice, PluginChoice::Pinned("abc".into()));
+
+        let plan = plan_plugin_missing(&wf, &choice, now());
+        assert_eq!(plan.status.phase, Some(Phase::Pending));
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("Unknown", "PluginMissing"));
+        assert!(message.contains("sha256:abc"), "{message}");
+        assert_eq!(plan.events.len(), 1);
+        // Reconciled again with that status written: nothing new to say.
+        wf.status = Some(plan.status.clone());
+        assert!(plan_plugin_missing(&wf, &choice, now()).events.is_empty());
+    }
+}

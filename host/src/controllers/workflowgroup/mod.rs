@@ -1,0 +1,105 @@
+//! The WorkflowGroup controller: creates a group's Workflows in order, each after the previous
+//! one completed, and fails the group with the first Workflow that fails.
+//!
+//! Workflow names are deterministic (group, type, group UID), so creation is idempotent: a
+//! crash between creating a Workflow and writing the group's status finds the Workflow again
+//! instead of making a second one. What to do is decided in [`plan`]; this module reads,
+//! calls the plan and writes.
+
+pub mod plan;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::Api;
+use kube::runtime::controller::Action;
+use tracing::info;
+
+use self::plan::{GroupPlugins, ObservedWorkflow, PluginState, name_taken, plan_group};
+use super::context::Context;
+use super::error::{Error, Result};
+use super::sync;
+use crate::api::{LABEL_GROUP_NAME, Workflow, WorkflowGroup};
+use crate::plugin::PluginRegistry;
+use crate::render::{RenderError, render_workflow, type_params};
+
+/// Reconciles one WorkflowGroup.
+pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<Action> {
+    sync::instrumented(&*group, &ctx, reconcile_group(&group, &ctx)).await
+}
+
+async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action> {
+    let name = group.name_any();
+    let ns = group.namespace().ok_or(Error::MissingNamespace)?;
+    let old = group.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(|p| p.is_finished()) {
+        return Ok(Action::await_change());
+    }
+    let groups: Api<WorkflowGroup> = Api::namespaced(ctx.client.clone(), &ns);
+    let workflows_api: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
+    let uid = group.uid().unwrap_or_default();
+
+    let selector = format!("{LABEL_GROUP_NAME}={name}");
+    let workflows: BTreeMap<String, ObservedWorkflow> =
+        sync::list_controlled(&workflows_api, &selector, &uid)
+            .await?
+            .iter()
+            .map(|w| (w.spec.type_.clone(), ObservedWorkflow::of(w)))
+            .collect();
+
+    let now = Timestamp::now();
+    let plugins = RegistryPlugins {
+        registry: &ctx.registry,
+        group,
+        now,
+    };
+    let mut plan = plan_group(group, &workflows, &plugins, now);
+
+    if let Some(workflow) = &plan.create {
+        match sync::create_controlled(&workflows_api, workflow, &uid).await {
+            Ok(()) => {
+                info!(workflow = %workflow.name_any(), type_name = %workflow.spec.type_, "created workflow");
+            }
+            Err(Error::NameTaken { .. }) => plan = name_taken(group, plan, now),
+            Err(e) => return Err(e),
+        }
+    }
+    sync::write_status(&groups, &name, &old, &plan.status).await?;
+    sync::publish_all(ctx, group, &plan.events).await;
+    if let Some(phase) = plan.status.phase.filter(|p| p.is_finished()) {
+        ctx.metrics.group_finished(phase.as_str());
+        info!(%phase, "group finished");
+    }
+    match plan.unavailable {
+        Some(error) => Err(Error::PluginUnavailable(error)),
+        None => Ok(Action::await_change()),
+    }
+}
+
+/// The group's plugins, as the registry has them now.
+struct RegistryPlugins<'a> {
+    registry: &'a PluginRegistry,
+    group: &'a WorkflowGroup,
+    now: Timestamp,
+}
+
+impl GroupPlugins for RegistryPlugins<'_> {
+    fn check(&self, type_name: &str) -> PluginState {
+        match self.registry.get(type_name) {
+            None => PluginState::Missing,
+            Some(plugin) => {
+                PluginState::Loaded(plugin.validate(&type_params(self.group, type_name)))
+            }
+        }
+    }
+
+    fn render(&self, type_name: &str) -> Result<Workflow, RenderError> {
+        let plugin = self
+            .registry
+            .get(type_name)
+            .ok_or_else(|| RenderError::NoPlugin(type_name.to_string()))?;
+        render_workflow(self.group, &plugin, self.now.as_second())
+    }
+}

@@ -1,0 +1,232 @@
+//! The one model of what a workflow is made of: [`Target`], [`Step`] and [`EnvVar`].
+//!
+//! The operator's API types (`Workflow.spec.steps`, `spec.targets`), its plugin runtime and
+//! the plugin SDK all use these types, so a step field is added in one place. They know
+//! nothing of Kubernetes or WebAssembly: each side converts only at its own edge (the WIT
+//! bindings). The serde names are the API's wire format (camelCase; empty optional fields are
+//! left out), and the doc comments are the CRD's field descriptions.
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// A node a workflow acts on (a group's `spec.targets[]`). Data only: nothing connects to it.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct Target {
+    /// Name of the target, e.g. `node-1`.
+    pub name: String,
+    /// IP address of the target.
+    pub ip: String,
+    /// Role of the target (e.g. Master, Worker).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub role: String,
+}
+
+/// An environment variable of a step's container.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct EnvVar {
+    /// Variable name.
+    pub name: String,
+    /// Variable value.
+    #[serde(default)]
+    pub value: String,
+}
+
+/// One step of a workflow, run as a Kubernetes Job.
+// (One line only: the doc comment is the CRD's description. The builder is shown on `impl`.)
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Step {
+    /// Step name, unique within the workflow (a DNS-1123 label).
+    pub name: String,
+    /// What the step does.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub description: String,
+    /// Command run by `/bin/sh -c` in the step's container.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub command: String,
+    /// Steps that must be Completed before this one starts.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub depends_on: Vec<String>,
+    /// Container image; the operator's default image when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<String>,
+    /// Environment variables of the step's container.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub env: Vec<EnvVar>,
+    /// Wall-clock limit of one attempt, in seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+    /// How many times the step may be retried when its plugin asks for a retry.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retries: Option<u32>,
+}
+
+/// Build a step with [`Step::new`] and the builder methods:
+///
+/// ```
+/// use workflow_model::Step;
+///
+/// let step = Step::new("check-network", "check-network.sh")
+///     .description("Check the network")
+///     .depends_on(["validate-nodes"])
+///     .image("busybox:1.36")
+///     .env("TIMEOUT", "5")
+///     .timeout_secs(300)
+///     .retries(2);
+/// assert_eq!(step.depends_on, ["validate-nodes"]);
+/// ```
+impl Step {
+    /// A step named `name` that runs `command`, with no description, dependencies, image,
+    /// environment, timeout or retries.
+    ///
+    /// ```
+    /// let step = workflow_model::Step::new("verify-installation", "verify-installation.sh");
+    /// assert_eq!(step.command, "verify-installation.sh");
+    /// ```
+    pub fn new(name: impl Into<String>, command: impl Into<String>) -> Self {
+        Self {
+            name: name.into(),
+            command: command.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Sets the description.
+    ///
+    /// ```
+    /// let step = workflow_model::Step::new("a", "true").description("Does nothing");
+    /// assert_eq!(step.description, "Does nothing");
+    /// ```
+    #[must_use]
+    pub fn description(mut self, description: impl Into<String>) -> Self {
+        self.description = description.into();
+        self
+    }
+
+    /// Adds steps this one depends on (they must be Completed first).
+    ///
+    /// ```
+    /// let step = workflow_model::Step::new("c", "true").depends_on(["a", "b"]);
+    /// assert_eq!(step.depends_on, ["a", "b"]);
+    /// ```
+    #[must_use]
+    pub fn depends_on<I, S>(mut self, steps: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.depends_on.extend(steps.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets the container image.
+    ///
+    /// ```
+    /// let step = workflow_model::Step::new("a", "true").image("busybox:1.36");
+    /// assert_eq!(step.image.as_deref(), Some("busybox:1.36"));
+    /// ```
+    #[must_use]
+    pub fn image(mut self, image: impl Into<String>) -> Self {
+        self.image = Some(image.into());
+        self
+    }
+
+    /// Adds an environment variable.
+    ///
+    /// ```
+    /// let step = workflow_model::Step::new("a", "true").env("MODE", "fast");
+    /// assert_eq!(step.env[0].name, "MODE");
+    /// ```
+    #[must_use]
+    pub fn env(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.env.push(EnvVar {
+            name: name.into(),
+            value: value.into(),
+        });
+        self
+    }
+
+    /// Sets the wall-clock limit of one attempt.
+    ///
+    /// ```
+    /// let step = workflow_model::Step::new("a", "true").timeout_secs(60);
+    /// assert_eq!(step.timeout_seconds, Some(60));
+    /// ```
+    #[must_use]
+    pub fn timeout_secs(mut self, seconds: u32) -> Self {
+        self.timeout_seconds = Some(seconds);
+        self
+    }
+
+    /// Sets how many times a failed attempt may be retried (when `evaluate` says retry).
+    ///
+    /// ```
+    /// let step = workflow_model::Step::new("a", "true").retries(3);
+    /// assert_eq!(step.retries, Some(3));
+    /// ```
+    #[must_use]
+    pub fn retries(mut self, retries: u32) -> Self {
+        self.retries = Some(retries);
+        self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn step_builder_sets_every_field() {
+        let step = Step::new("check-network", "check-network.sh")
+            .description("检查网络连接")
+            .depends_on(["validate-nodes"])
+            .depends_on(vec![String::from("other")])
+            .image("busybox")
+            .env("A", "1")
+            .env("B", "2")
+            .timeout_secs(30)
+            .retries(4);
+        assert_eq!(
+            step,
+            Step {
+                name: "check-network".into(),
+                description: "检查网络连接".into(),
+                command: "check-network.sh".into(),
+                depends_on: vec!["validate-nodes".into(), "other".into()],
+                image: Some("busybox".into()),
+                env: vec![
+                    EnvVar {
+                        name: "A".into(),
+                        value: "1".into()
+                    },
+                    EnvVar {
+                        name: "B".into(),
+                        value: "2".into()
+                    },
+                ],
+                timeout_seconds: Some(30),
+                retries: Some(4),
+            }
+        );
+    }
+
+    #[test]
+    fn a_bare_step_sets_nothing_optional() {
+        let step = Step::new("a", "b");
+        assert!(step.description.is_empty() && step.depends_on.is_empty() && step.env.is_empty());
+        assert_eq!(
+            (step.image, step.timeout_seconds, step.retries),
+            (None, None, None)
+        );
+    }
+
+    #[test]
+    fn a_step_serializes_in_the_api_shape_and_leaves_out_what_is_unset() {
+        let json = serde_json::to_string(&Step::new("a", "true").depends_on(["b"]).timeout_secs(5))
+            .expect("a step serializes");
+        assert_eq!(
+            json,
+            r#"{"name":"a","command":"true","dependsOn":["b"],"timeoutSeconds":5}"#
+        );
+    }
+}
