@@ -227,9 +227,9 @@ pub struct StepDetail {
     /// Attempts started so far.
     #[serde(default)]
     pub attempts: u32,
-    /// The Job of the latest attempt.
+    /// The pod of the latest attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub job: Option<String>,
+    pub pod: Option<String>,
     /// Why the step is where it is (the plugin's verdict, a schedule, an error).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
@@ -254,7 +254,7 @@ pub struct WorkflowStatus {
     /// Phase of each step: Pending, Running, Completed or Failed.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub step_status: BTreeMap<String, Phase>,
-    /// Attempts, Job and last message of each step.
+    /// Attempts, pod and last message of each step.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub step_details: BTreeMap<String, StepDetail>,
     /// Completed steps out of all, e.g. `1/2`.

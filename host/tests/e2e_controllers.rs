@@ -180,7 +180,7 @@ fn wait_group_phase(ns: &str, name: &str, want: &str, operator: &mut Operator) -
         if start.elapsed() > TIMEOUT {
             panic!(
                 "group {ns}/{name} is {phase:?}, not {want:?}, after {TIMEOUT:?}\n{}\noperator log:\n{}",
-                cluster().kubectl_ok(&["-n", ns, "get", "wfg,wf,jobs,pods", "-o", "wide"]),
+                cluster().kubectl_ok(&["-n", ns, "get", "wfg,wf,pods", "-o", "wide"]),
                 operator.log_text()
             );
         }
@@ -233,7 +233,7 @@ fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
 }
 
 #[test]
-fn the_seed_sample_group_completes_with_workflows_created_in_order_and_jobs_in_dependency_order() {
+fn the_seed_sample_group_completes_with_workflows_created_in_order_and_pods_in_dependency_order() {
     let cluster = cluster();
     let ns = "default";
     let name = "workflowgroup-sample";
@@ -307,34 +307,40 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_jobs_in_d
             "{wf_name} has no completionTime"
         );
 
-        // Jobs ran in dependency order: a dependent's Job was created after its dependency's Job completed.
+        // Pods ran in dependency order: a dependent's pod was created after its dependency's
+        // pod finished.
         let selector = format!(
             "workflow.rxg456.cn/workflow-uid={}",
             text(&wf, "/metadata/uid")
         );
-        let jobs = list(ns, "jobs", Some(&selector));
-        let job_of = |step: &str| {
-            jobs.iter()
-                .find(|j| j["metadata"]["labels"]["workflow.rxg456.cn/step"] == step)
+        let pods = list(ns, "pods", Some(&selector));
+        let pod_of = |step: &str| {
+            pods.iter()
+                .find(|p| p["metadata"]["labels"]["workflow.rxg456.cn/step"] == step)
                 .cloned()
-                .unwrap_or_else(|| panic!("no job for step {step} of {wf_name}"))
+                .unwrap_or_else(|| panic!("no pod for step {step} of {wf_name}"))
         };
         let steps = wf["spec"]["steps"].as_array().cloned().unwrap_or_default();
         for step in &steps {
-            let job = job_of(text(step, "/name"));
-            assert_eq!(job["metadata"]["ownerReferences"][0]["name"], wf_name);
+            let pod = pod_of(text(step, "/name"));
+            assert_eq!(pod["metadata"]["ownerReferences"][0]["name"], wf_name);
+            assert_eq!(pod["spec"]["restartPolicy"], "Never");
             for dep in step["dependsOn"].as_array().cloned().unwrap_or_default() {
-                let dep_job = job_of(dep.as_str().unwrap_or_default());
-                let dep_done = text(&dep_job, "/status/completionTime");
-                let started = text(&job, "/metadata/creationTimestamp");
+                let dep_pod = pod_of(dep.as_str().unwrap_or_default());
+                let dep_done = text(
+                    &dep_pod,
+                    "/status/containerStatuses/0/state/terminated/finishedAt",
+                );
+                assert!(!dep_done.is_empty(), "{dep} has not finished: {dep_pod}");
+                let started = text(&pod, "/metadata/creationTimestamp");
                 assert!(
                     started >= dep_done,
-                    "job of {} started at {started} before {dep} completed at {dep_done}",
+                    "pod of {} started at {started} before {dep} finished at {dep_done}",
                     step["name"]
                 );
             }
         }
-        assert_eq!(jobs.len(), steps.len(), "one job per step");
+        assert_eq!(pods.len(), steps.len(), "one pod per step");
     }
     operator.assert_running();
     cluster.kubectl_ok(&["-n", ns, "delete", "wfg", name, "--wait=true"]);
@@ -399,7 +405,7 @@ fn a_failing_step_fails_its_workflow_and_the_group_and_nothing_after_it_is_creat
 }
 
 #[test]
-fn an_at_group_runs_no_job_before_its_schedule_and_runs_it_after() {
+fn an_at_group_runs_no_pod_before_its_schedule_and_runs_it_after() {
     let cluster = cluster();
     let ns = cluster.fresh_namespace("e2e-at");
     let plugins = plugin_dir(&["at"]);
@@ -414,10 +420,10 @@ fn an_at_group_runs_no_job_before_its_schedule_and_runs_it_after() {
     // Until the schedule, the Workflow waits and no Job exists.
     let mut saw_waiting_workflow = false;
     while jiff::Timestamp::now() < schedule - jiff::SignedDuration::from_millis(1500) {
-        let jobs = list(&ns, "jobs", None);
+        let pods = list(&ns, "pods", None);
         assert!(
-            jobs.is_empty(),
-            "a job exists before the schedule {schedule_text}: {jobs:?}"
+            pods.is_empty(),
+            "a pod exists before the schedule {schedule_text}: {pods:?}"
         );
         saw_waiting_workflow |= list(&ns, "workflows", None)
             .iter()
@@ -430,14 +436,14 @@ fn an_at_group_runs_no_job_before_its_schedule_and_runs_it_after() {
         "the at workflow never said it waits for its schedule"
     );
     wait_group_phase(&ns, "later", "Completed", &mut operator);
-    let jobs = list(&ns, "jobs", None);
-    assert_eq!(jobs.len(), 1);
-    let created = text(&jobs[0], "/metadata/creationTimestamp");
+    let pods = list(&ns, "pods", None);
+    assert_eq!(pods.len(), 1);
+    let created = text(&pods[0], "/metadata/creationTimestamp");
     assert!(
         created >= schedule_text.as_str(),
-        "job created at {created}, before {schedule_text}"
+        "pod created at {created}, before {schedule_text}"
     );
-    let command = &jobs[0]["spec"]["template"]["spec"]["containers"][0]["command"];
+    let command = &pods[0]["spec"]["containers"][0]["command"];
     assert_eq!(command, &json!(["/bin/sh", "-c", "date"]));
 }
 
@@ -513,8 +519,8 @@ spec:
         "{message}"
     );
     assert!(
-        list(&ns, "jobs", None).is_empty(),
-        "no job runs for invalid input"
+        list(&ns, "pods", None).is_empty(),
+        "no pod runs for invalid input"
     );
     operator.assert_running();
 }
@@ -549,15 +555,15 @@ fn restarting_the_operator_mid_group_makes_no_duplicates_and_the_group_completes
         ["post-check", "pre-check", "setup"],
         "exactly one workflow per type"
     );
-    let jobs: Vec<String> = list(&ns, "jobs", None)
+    let pods: Vec<String> = list(&ns, "pods", None)
         .iter()
-        .map(|j| text(j, "/metadata/name").to_string())
+        .map(|p| text(p, "/metadata/name").to_string())
         .collect();
-    assert_eq!(jobs.len(), 5, "exactly one job per step: {jobs:?}");
+    assert_eq!(pods.len(), 5, "exactly one pod per step: {pods:?}");
 }
 
 #[test]
-fn deleting_a_group_garbage_collects_its_workflows_and_jobs() {
+fn deleting_a_group_garbage_collects_its_workflows_and_pods() {
     let cluster = cluster();
     let ns = cluster.fresh_namespace("e2e-delete");
     let plugins = plugin_dir(&["post-check"]);
@@ -565,13 +571,13 @@ fn deleting_a_group_garbage_collects_its_workflows_and_jobs() {
     cluster.apply_yaml_in(&ns, &group_yaml("short-lived", &["post-check"], "", ""));
     wait_group_phase(&ns, "short-lived", "Completed", &mut operator);
     assert_eq!(list(&ns, "workflows", None).len(), 1);
-    assert_eq!(list(&ns, "jobs", None).len(), 1);
+    assert_eq!(list(&ns, "pods", None).len(), 1);
 
     cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "short-lived"]);
     cluster.wait_for(
-        "workflows and jobs to be garbage-collected",
+        "workflows and pods to be garbage-collected",
         TIMEOUT,
-        || list(&ns, "workflows", None).is_empty() && list(&ns, "jobs", None).is_empty(),
+        || list(&ns, "workflows", None).is_empty() && list(&ns, "pods", None).is_empty(),
     );
     operator.assert_running();
 }

@@ -31,7 +31,7 @@ pub struct EnvVar {
     pub value: String,
 }
 
-/// One step of a workflow, run as a Kubernetes Job.
+/// One step of a workflow, run as a Kubernetes Pod.
 // (One line only: the doc comment is the CRD's description. The builder is shown on `impl`.)
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]

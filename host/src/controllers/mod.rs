@@ -18,7 +18,7 @@ pub mod workflowgroup;
 use std::sync::Arc;
 
 use futures::StreamExt;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::watcher;
@@ -62,7 +62,7 @@ pub async fn run(
         config,
         backoff: error::Backoff::default(),
     });
-    let (groups, workflows, jobs): (Api<WorkflowGroup>, Api<Workflow>, Api<Job>) =
+    let (groups, workflows, pods): (Api<WorkflowGroup>, Api<Workflow>, Api<Pod>) =
         match &ctx.config.namespace {
             Some(ns) => (
                 Api::namespaced(client.clone(), ns),
@@ -82,7 +82,7 @@ pub async fn run(
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config.clone());
     let workflow_controller = Controller::new(workflows, watcher::Config::default())
-        .owns(jobs, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
+        .owns(pods, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config);
 

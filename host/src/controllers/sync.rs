@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -74,6 +74,18 @@ where
                 })
             }
         }
+        Err(e) => Err(Error::Kube(e)),
+    }
+}
+
+/// Deletes `name`; one already gone counts as deleted.
+pub async fn delete<K>(api: &Api<K>, name: &str) -> Result<()>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.delete(name, &DeleteParams::background()).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(()),
         Err(e) => Err(Error::Kube(e)),
     }
 }

@@ -1,20 +1,19 @@
-//! The Workflow controller: runs a workflow's steps as Jobs, in dependency order, each started
+//! The Workflow controller: runs a workflow's steps as Pods, in dependency order, each started
 //! after its plugin's `gate` and judged by its plugin's `evaluate`.
 //!
-//! Step state is derived each time from the Jobs that exist (their attempt labels and
-//! conditions) and the pinned plugin's verdicts, so a lost status write or an operator restart
-//! loses nothing: the next reconcile computes the same state again. What to do is decided in
-//! [`plan`] (the workflow) and [`step`] (one step); [`job`] builds and reads the Jobs; this
-//! module reads, calls the plan and writes.
+//! Step state is derived each time from the pods that exist (their attempt labels and
+//! phases), the steps already judged Completed in status, and the pinned plugin's verdicts, so
+//! a lost status write or an operator restart loses nothing: the next reconcile computes the
+//! same state again. What to do is decided in [`plan`] (the workflow) and [`step`] (one step);
+//! [`pod`] builds and reads the pods; this module reads, calls the plan and writes.
 
-pub mod job;
 pub mod plan;
+pub mod pod;
 pub mod step;
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
@@ -22,8 +21,8 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use tracing::info;
 
-use self::job::{build_job, job_finished, latest_attempts};
 use self::plan::{PluginChoice, plan_plugin_missing, plan_workflow, plugin_choice};
+use self::pod::{build_pod, latest_attempts};
 use super::context::Context;
 use super::error::{Error, Result};
 use super::sync;
@@ -62,30 +61,22 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
 
     let uid = workflow.uid().unwrap_or_default();
     let selector = format!("{LABEL_WORKFLOW_UID}={uid}");
-    let jobs_api: Api<Job> = Api::namespaced(ctx.client.clone(), &ns);
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let jobs = sync::list_controlled(&jobs_api, &selector, &uid).await?;
-    // Pods carry the evidence of finished Jobs only.
-    let pods = if jobs.iter().any(|j| job_finished(j).is_some()) {
-        sync::list_labelled(&pods_api, &selector).await?
-    } else {
-        Vec::new()
-    };
-    let attempts = latest_attempts(&jobs, &pods);
-    let plan = plan_workflow(
-        workflow,
-        &attempts,
-        plugin.as_ref(),
-        &plugin_ref,
-        Timestamp::now(),
-    );
+    let pods = sync::list_controlled(&pods_api, &selector, &uid).await?;
+    let now = Timestamp::now();
+    let attempts = latest_attempts(workflow, &pods, now);
+    let plan = plan_workflow(workflow, &attempts, plugin.as_ref(), &plugin_ref, now);
 
+    for pod_name in &plan.stop {
+        sync::delete(&pods_api, pod_name).await?;
+        info!(pod = %pod_name, "stopped a step pod past its timeout");
+    }
     for (step_name, attempt) in &plan.start {
         let Some(step) = workflow.spec.steps.iter().find(|s| &s.name == step_name) else {
             continue;
         };
-        let job = build_job(workflow, step, *attempt, &ctx.config.default_image);
-        sync::create_controlled(&jobs_api, &job, &uid).await?;
+        let pod = build_pod(workflow, step, *attempt, &ctx.config.default_image);
+        sync::create_controlled(&pods_api, &pod, &uid).await?;
         info!(step = %step_name, attempt, "started step");
     }
     sync::write_status(&workflows, &name, &old, &plan.status).await?;

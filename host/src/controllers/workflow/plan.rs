@@ -17,7 +17,7 @@ use crate::controllers::status::{
     Transition, reason, set_condition, succeeded, succeeded_condition,
 };
 use crate::graph::StepGraph;
-use crate::plugin::{self, PluginError};
+use crate::plugin::{self, PluginError, StepOutcome};
 
 /// What the Workflow controller decided for one reconcile.
 #[derive(Debug, Default, PartialEq)]
@@ -32,6 +32,8 @@ pub struct WorkflowPlan {
     pub requeue_after: Option<Duration>,
     /// A plugin could not answer now: the reconcile is retried with backoff.
     pub unavailable: Option<PluginError>,
+    /// Pods to delete: unfinished past their step's timeout.
+    pub stop: Vec<String>,
 }
 
 /// Which plugin version judges a Workflow: it is pinned for the workflow's life.
@@ -171,12 +173,28 @@ pub fn plan_workflow(
     let mut details: BTreeMap<String, StepDetail> = BTreeMap::new();
     let mut failure: Option<String> = None;
     let mut earliest_gate: Option<i64> = None;
+    let mut earliest_deadline: Option<i64> = None;
 
     for name in graph.order() {
         let Some(step) = by_name.get(name.as_str()) else {
             continue;
         };
-        let latest = attempts.get(name);
+        let mut detail = old.step_details.get(name).cloned().unwrap_or_default();
+        if old.step_status.get(name) == Some(&Phase::Completed) {
+            // Judged before, by the same pinned plugin: no need to ask again (and a pod
+            // removed since then must not make the step run twice).
+            phases.insert(name.clone(), Phase::Completed);
+            details.insert(name.clone(), detail);
+            continue;
+        }
+        let vanished = vanished_attempt(name, &old, attempts.get(name));
+        let latest = vanished.as_ref().or_else(|| attempts.get(name));
+        if let Some(attempt) = latest.filter(|a| a.outcome.is_none()) {
+            earliest_deadline = earliest(earliest_deadline, attempt.deadline);
+        }
+        if let Some(attempt) = latest.filter(|a| a.stop) {
+            plan.stop.push(attempt.pod.clone());
+        }
         let view = StepView {
             step,
             ready: graph
@@ -186,15 +204,14 @@ pub fn plan_workflow(
             held: failure.is_some() || workflow.spec.paused,
             latest,
         };
-        let mut detail = old.step_details.get(name).cloned().unwrap_or_default();
         if let Some(attempt) = latest {
             detail.attempts = attempt.number;
-            detail.job = Some(attempt.job.clone());
+            detail.pod = Some(attempt.pod.clone());
         }
         let phase = match decide_step(view, judge, &ctx) {
             StepMove::Wait => Phase::Pending,
             StepMove::Scheduled(t) => {
-                earliest_gate = Some(earliest_gate.map_or(t, |e| e.min(t)));
+                earliest_gate = earliest(earliest_gate, Some(t));
                 detail.not_before = Timestamp::from_second(t).ok().map(Time);
                 detail.message = Some(format!("waiting for its schedule ({})", fmt_time(t)));
                 Phase::Pending
@@ -342,11 +359,44 @@ pub fn plan_workflow(
             ),
         );
     }
-    if let Some(t) = earliest_gate {
+    if let Some(t) = earliest(earliest_gate, earliest_deadline) {
         let wait = (t - now.as_second()).max(0).unsigned_abs();
         plan.requeue_after = Some(Duration::from_secs(wait));
     }
     plan
+}
+
+fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// The attempt whose pod is gone: the status records that attempt `n` of `step` was started
+/// (its pod is created before the status is written) and the step Running, but no pod of
+/// attempt `n` exists any more. It was deleted before it finished: a failed attempt.
+fn vanished_attempt(
+    step: &str,
+    old: &WorkflowStatus,
+    observed: Option<&Attempt>,
+) -> Option<Attempt> {
+    let recorded = old.step_details.get(step)?;
+    let running = old.step_status.get(step) == Some(&Phase::Running);
+    let seen = observed.map_or(0, |a| a.number);
+    (running && recorded.attempts > seen).then(|| Attempt {
+        number: recorded.attempts,
+        pod: recorded.pod.clone().unwrap_or_default(),
+        outcome: Some(StepOutcome {
+            succeeded: false,
+            exit_code: None,
+            message: "its pod was deleted before it finished".into(),
+            attempt: recorded.attempts,
+            duration_ms: 0,
+        }),
+        deadline: None,
+        stop: false,
+    })
 }
 
 fn finish(status: &mut WorkflowStatus, to: Phase, why: &str, message: &str, now: Timestamp) {
@@ -378,7 +428,7 @@ mod tests {
 
     use super::*;
     use crate::api::{Step, WorkflowSpec};
-    use crate::plugin::{Context as PluginContext, Gate, StepOutcome, Verdict};
+    use crate::plugin::{Context as PluginContext, Gate, Verdict};
 
     /// A plugin stand-in: gates by a fixed answer (or error) and judges by exit code (or
     /// fails with a fixed error), recording what it saw.
@@ -476,8 +526,10 @@ mod tests {
                 });
                 let attempt = Attempt {
                     number: *number,
-                    job: format!("job-{step}-{number}"),
+                    pod: format!("pod-{step}-{number}"),
                     outcome,
+                    deadline: None,
+                    stop: false,
                 };
                 (step.to_string(), attempt)
             })
@@ -745,5 +797,67 @@ mod tests {
         // Reconciled again with that status written: nothing new to say.
         wf.status = Some(plan.status.clone());
         assert!(plan_plugin_missing(&wf, &choice, now()).events.is_empty());
+    }
+
+    #[test]
+    fn a_step_completed_in_status_is_not_judged_again_even_when_its_pod_is_gone() {
+        let wf = workflow(SEED);
+        let judge = Judge::new();
+        let first = plan_now(
+            &wf,
+            &attempts(&[("validate-nodes", 1, Some((0, "ok")))]),
+            &judge,
+        );
+        let mut wf = wf;
+        wf.status = Some(first.status);
+        let judged = judge.seen.borrow().len();
+        let again = plan_now(&wf, &attempts(&[("check-network", 1, None)]), &judge);
+        assert_eq!(
+            judge.seen.borrow().len(),
+            judged,
+            "evaluate was called again"
+        );
+        assert_eq!(again.status.step_status["validate-nodes"], Phase::Completed);
+        assert!(again.start.is_empty(), "nothing runs twice");
+    }
+
+    #[test]
+    fn a_running_steps_pod_that_vanished_is_a_failed_attempt_retried_within_its_budget() {
+        let mut wf = workflow(&[("flaky", &[])]);
+        wf.spec.steps[0].retries = Some(1);
+        // This judge asks for a retry when there is no exit code, as for a vanished pod.
+        let judge = Judge::new();
+        let started = plan_now(&wf, &Attempts::new(), &judge);
+        assert_eq!(started.start, [("flaky".to_string(), 1)]);
+        wf.status = Some(started.status);
+        // The pod of attempt 1 is gone: a failed attempt, so attempt 2 starts (not 1 again).
+        let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert_eq!(plan.start, [("flaky".to_string(), 2)]);
+        assert_eq!(plan.status.step_status["flaky"], Phase::Running);
+        assert!(
+            judge.seen.borrow()[0].message.contains("deleted"),
+            "{:?}",
+            judge.seen.borrow()
+        );
+    }
+
+    #[test]
+    fn an_unfinished_attempt_requeues_at_its_deadline_and_a_stuck_one_is_stopped() {
+        let wf = workflow(SEED);
+        let mut running = attempts(&[("validate-nodes", 1, None)]);
+        if let Some(a) = running.get_mut("validate-nodes") {
+            a.deadline = Some(now().as_second() + 30);
+        }
+        let plan = plan_now(&wf, &running, &Judge::new());
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(30)));
+        assert!(plan.stop.is_empty());
+
+        let mut stuck = attempts(&[("validate-nodes", 1, Some((-1, "DeadlineExceeded")))]);
+        if let Some(a) = stuck.get_mut("validate-nodes") {
+            a.stop = true;
+        }
+        let plan = plan_now(&wf, &stuck, &Judge::new());
+        assert_eq!(plan.stop, ["pod-validate-nodes-1".to_string()]);
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
     }
 }

@@ -27,10 +27,14 @@ impl StepJudge for plugin::Plugin {
 pub struct Attempt {
     /// From 1.
     pub number: u32,
-    /// The Job that runs it.
-    pub job: String,
+    /// The pod that runs it.
+    pub pod: String,
     /// Its evidence once it has finished; `None` while it runs.
     pub outcome: Option<StepOutcome>,
+    /// When it fails if still unfinished (Unix seconds), from the step's timeout.
+    pub deadline: Option<i64>,
+    /// Its pod is past the deadline and unfinished: it must be deleted.
+    pub stop: bool,
 }
 
 /// What the plan knows of one step when it decides it.

@@ -1,0 +1,515 @@
+//! A step's attempt as a bare Pod, as Argo Workflows and Tekton run steps, and the evidence
+//! read back from it.
+//!
+//! A `batch/v1` Job would add a second object per step and at least a second of the Job
+//! controller's batching; retries and timeouts are ours anyway (the plugin's `evaluate`
+//! decides retries). What a Job did for us is done here: a pod deleted or evicted before it
+//! finished is a failed attempt with that reason, and a pod that is still unfinished when the
+//! step's timeout has passed (stuck unschedulable, pulling its image, or running) is a failed
+//! attempt and is deleted.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map::Entry;
+
+use k8s_openapi::api::core::v1::{
+    Container, ContainerStateTerminated, EnvVar, Pod, PodSpec, PodStatus,
+};
+use k8s_openapi::jiff::Timestamp;
+use kube::api::ObjectMeta;
+use kube::{Resource, ResourceExt};
+
+use super::step::Attempt;
+use crate::api::{
+    LABEL_ATTEMPT, LABEL_GROUP_NAME, LABEL_STEP, LABEL_WORKFLOW_NAME, LABEL_WORKFLOW_TYPE,
+    LABEL_WORKFLOW_UID, Step, Target, Workflow,
+};
+use crate::plugin::StepOutcome;
+use crate::render::{bounded_name, short_hash};
+
+/// Name of the single container of a step's pod.
+pub const CONTAINER: &str = "step";
+
+/// The deterministic name of the pod for `attempt` of `step` in `workflow` (at most 63
+/// characters, so that it also fits in a label value).
+pub fn pod_name(workflow: &Workflow, step: &str, attempt: u32) -> String {
+    let uid = workflow.uid().unwrap_or_default();
+    let suffix = format!("{attempt}-{}", short_hash(&[&uid, step]));
+    bounded_name(&[&workflow.name_any(), step], &suffix, 63)
+}
+
+/// The labels every pod of `workflow` carries: the Workflow's own labels (so a group's labels
+/// reach its pods, as Tekton propagates them), then ours.
+pub fn pod_labels(workflow: &Workflow, step: &str, attempt: u32) -> BTreeMap<String, String> {
+    let mut labels = workflow.labels().clone();
+    let name = workflow.name_any();
+    if name.len() <= 63 {
+        labels.insert(LABEL_WORKFLOW_NAME.into(), name);
+    }
+    labels.insert(
+        LABEL_WORKFLOW_UID.into(),
+        workflow.uid().unwrap_or_default(),
+    );
+    labels.insert(LABEL_WORKFLOW_TYPE.into(), workflow.spec.type_.clone());
+    labels.insert(LABEL_STEP.into(), step.into());
+    labels.insert(LABEL_ATTEMPT.into(), attempt.to_string());
+    labels
+}
+
+/// The pod running `attempt` of `step`: `/bin/sh -c <command>` in the step's image, owned by
+/// the Workflow, never restarted by Kubernetes (the plugin decides about retries), stopped by
+/// the kubelet when it runs longer than the step's timeout.
+pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, default_image: &str) -> Pod {
+    let labels = pod_labels(workflow, &step.name, attempt);
+    let targets = &workflow.spec.targets;
+    let join = |f: fn(&Target) -> &str| targets.iter().map(f).collect::<Vec<_>>().join(" ");
+    let mut env = vec![
+        env_var(
+            "WORKFLOW_GROUP",
+            workflow
+                .labels()
+                .get(LABEL_GROUP_NAME)
+                .map(String::as_str)
+                .unwrap_or(""),
+        ),
+        env_var("WORKFLOW_NAME", &workflow.name_any()),
+        env_var("WORKFLOW_TYPE", &workflow.spec.type_),
+        env_var("WORKFLOW_STEP", &step.name),
+        env_var("WORKFLOW_ATTEMPT", &attempt.to_string()),
+        env_var("WORKFLOW_CLUSTER_NAME", &workflow.spec.cluster_name),
+        env_var(
+            "WORKFLOW_TARGETS",
+            &serde_json::to_string(targets).unwrap_or_default(),
+        ),
+        env_var("WORKFLOW_TARGET_NAMES", &join(|t| &t.name)),
+        env_var("WORKFLOW_TARGET_IPS", &join(|t| &t.ip)),
+    ];
+    env.extend(step.env.iter().map(|e| env_var(&e.name, &e.value)));
+
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(workflow, &step.name, attempt)),
+            namespace: workflow.namespace(),
+            labels: Some(labels),
+            owner_references: workflow.controller_owner_ref(&()).map(|r| vec![r]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".into()),
+            automount_service_account_token: Some(false),
+            active_deadline_seconds: step.timeout_seconds.map(i64::from),
+            containers: vec![Container {
+                name: CONTAINER.into(),
+                image: Some(step.image.clone().unwrap_or_else(|| default_image.into())),
+                command: Some(vec!["/bin/sh".into(), "-c".into(), step.command.clone()]),
+                env: Some(env),
+                termination_message_policy: Some("FallbackToLogsOnError".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+fn env_var(name: &str, value: &str) -> EnvVar {
+    EnvVar {
+        name: name.into(),
+        value: Some(value.into()),
+        ..EnvVar::default()
+    }
+}
+
+/// The attempt a pod runs, from its label.
+pub fn pod_attempt(pod: &Pod) -> Option<u32> {
+    pod.labels().get(LABEL_ATTEMPT)?.parse().ok()
+}
+
+/// The step a pod runs, from its label.
+pub fn pod_step(pod: &Pod) -> Option<&str> {
+    pod.labels().get(LABEL_STEP).map(String::as_str)
+}
+
+/// The latest attempt of each step of `workflow`, from its pods, at `now`.
+pub fn latest_attempts(
+    workflow: &Workflow,
+    pods: &[Pod],
+    now: Timestamp,
+) -> BTreeMap<String, Attempt> {
+    let mut latest: BTreeMap<String, (u32, &Pod)> = BTreeMap::new();
+    for pod in pods {
+        let (Some(step), Some(attempt)) = (pod_step(pod), pod_attempt(pod)) else {
+            continue;
+        };
+        match latest.entry(step.to_string()) {
+            Entry::Vacant(e) => {
+                e.insert((attempt, pod));
+            }
+            Entry::Occupied(mut e) if e.get().0 < attempt => {
+                e.insert((attempt, pod));
+            }
+            Entry::Occupied(_) => {}
+        }
+    }
+    latest
+        .into_iter()
+        .map(|(step, (number, pod))| {
+            let timeout = workflow
+                .spec
+                .steps
+                .iter()
+                .find(|s| s.name == step)
+                .and_then(|s| s.timeout_seconds);
+            (step, observe_pod(pod, number, timeout, now))
+        })
+        .collect()
+}
+
+/// What one pod says about its attempt at `now`.
+pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp) -> Attempt {
+    let status = pod.status.as_ref();
+    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
+    let deadline = timeout
+        .zip(created)
+        .map(|(secs, created)| created.as_second() + i64::from(secs));
+    let attempt = |outcome: Option<StepOutcome>, stop: bool| Attempt {
+        number,
+        pod: pod.name_any(),
+        outcome,
+        deadline: deadline.filter(|_| !stop),
+        stop,
+    };
+    let finished = |succeeded: bool, message: String| {
+        let terminated = terminated(status);
+        let mut message = terminated
+            .and_then(|t| t.message.clone())
+            .filter(|m| !m.trim().is_empty())
+            .unwrap_or(message);
+        message.truncate(message.trim_end().len());
+        StepOutcome {
+            succeeded,
+            exit_code: terminated.map(|t| t.exit_code),
+            message,
+            attempt: number,
+            duration_ms: duration_ms(status, created, now),
+        }
+    };
+    match status.and_then(|s| s.phase.as_deref()) {
+        Some("Succeeded") => return attempt(Some(finished(true, String::new())), false),
+        Some("Failed") => {
+            // No container evidence (a deadline, an eviction): the pod's own reason.
+            let why = status
+                .map(|s| reason_and_message(s.reason.as_deref(), s.message.as_deref()))
+                .unwrap_or_default();
+            return attempt(Some(finished(false, why)), false);
+        }
+        _ => {}
+    }
+    if pod.metadata.deletion_timestamp.is_some() {
+        let message = "its pod was deleted before it finished".to_string();
+        return attempt(Some(finished(false, message)), false);
+    }
+    match (deadline, timeout) {
+        (Some(deadline), Some(secs)) if now.as_second() >= deadline => {
+            let waiting = status.and_then(waiting_reason);
+            let message = match waiting {
+                Some(why) => format!("DeadlineExceeded: not finished within {secs}s ({why})"),
+                None => format!("DeadlineExceeded: not finished within {secs}s"),
+            };
+            attempt(Some(finished(false, message)), true)
+        }
+        _ => attempt(None, false),
+    }
+}
+
+fn terminated(status: Option<&PodStatus>) -> Option<&ContainerStateTerminated> {
+    status?
+        .container_statuses
+        .as_ref()?
+        .iter()
+        .find(|c| c.name == CONTAINER)?
+        .state
+        .as_ref()?
+        .terminated
+        .as_ref()
+}
+
+/// Why a pod that has not started its container is still waiting: unschedulable, or its
+/// image cannot be pulled.
+fn waiting_reason(status: &PodStatus) -> Option<String> {
+    let unschedulable = status.conditions.as_ref().and_then(|cs| {
+        cs.iter()
+            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
+            .map(|c| reason_and_message(c.reason.as_deref(), c.message.as_deref()))
+    });
+    let waiting = || {
+        status
+            .container_statuses
+            .as_ref()?
+            .iter()
+            .find(|c| c.name == CONTAINER)?
+            .state
+            .as_ref()?
+            .waiting
+            .as_ref()
+            .map(|w| reason_and_message(w.reason.as_deref(), w.message.as_deref()))
+    };
+    unschedulable.or_else(waiting).filter(|s| !s.is_empty())
+}
+
+fn reason_and_message(reason: Option<&str>, message: Option<&str>) -> String {
+    match (reason.unwrap_or(""), message.unwrap_or("")) {
+        (r, "") => r.to_string(),
+        ("", m) => m.to_string(),
+        (r, m) => format!("{r}: {m}"),
+    }
+}
+
+/// How long the container ran, from its own times when it has them.
+fn duration_ms(status: Option<&PodStatus>, created: Option<Timestamp>, now: Timestamp) -> u64 {
+    let terminated = terminated(status);
+    let start = terminated
+        .and_then(|t| t.started_at.as_ref())
+        .map(|t| t.0)
+        .or(created);
+    let end = terminated
+        .and_then(|t| t.finished_at.as_ref())
+        .map(|t| t.0)
+        .unwrap_or(now);
+    start
+        .map(|start| {
+            (end.as_millisecond() - start.as_millisecond())
+                .max(0)
+                .unsigned_abs()
+        })
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition,
+    };
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::api::WorkflowSpec;
+
+    fn workflow() -> Workflow {
+        let mut wf = Workflow::new(
+            "wf",
+            WorkflowSpec {
+                type_: "pre-check".into(),
+                steps: vec![
+                    Step::new("validate-nodes", "true"),
+                    Step::new("check-network", "true")
+                        .depends_on(["validate-nodes"])
+                        .timeout_secs(60),
+                ],
+                cluster_name: "c".into(),
+                ..WorkflowSpec::default()
+            },
+        );
+        wf.metadata.namespace = Some("ns".into());
+        wf.metadata.uid = Some("uid-1".into());
+        wf
+    }
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    /// The pod of `attempt` of `step`, created at second 1000, in `phase` with `status`.
+    fn pod(wf: &Workflow, step: &str, attempt: u32, phase: &str, status: PodStatus) -> Pod {
+        let step = wf.spec.steps.iter().find(|s| s.name == step).unwrap();
+        let mut pod = build_pod(wf, step, attempt, "busybox");
+        pod.metadata.creation_timestamp = Some(Time(at(1000)));
+        pod.status = Some(PodStatus {
+            phase: Some(phase.into()),
+            ..status
+        });
+        pod
+    }
+
+    fn terminated_with(exit_code: i32, message: &str) -> PodStatus {
+        PodStatus {
+            container_statuses: Some(vec![ContainerStatus {
+                name: CONTAINER.into(),
+                state: Some(ContainerState {
+                    terminated: Some(ContainerStateTerminated {
+                        exit_code,
+                        message: Some(message.into()),
+                        ..ContainerStateTerminated::default()
+                    }),
+                    ..ContainerState::default()
+                }),
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        }
+    }
+
+    #[test]
+    fn a_step_pod_runs_the_command_owned_by_its_workflow_and_never_restarts() {
+        let wf = workflow();
+        let pod = build_pod(&wf, &wf.spec.steps[1], 2, "busybox:1.36");
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
+        assert_eq!(spec.active_deadline_seconds, Some(60));
+        let container = &spec.containers[0];
+        assert_eq!(
+            container.command.as_ref().unwrap(),
+            &["/bin/sh", "-c", "true"]
+        );
+        assert_eq!(
+            container.termination_message_policy.as_deref(),
+            Some("FallbackToLogsOnError")
+        );
+        let owner = &pod.metadata.owner_references.as_ref().unwrap()[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.controller),
+            ("Workflow", Some(true))
+        );
+        assert_eq!(pod.labels()[LABEL_ATTEMPT], "2");
+        assert_eq!(pod.labels()[LABEL_STEP], "check-network");
+    }
+
+    #[test]
+    fn the_latest_attempt_of_each_step_carries_its_pods_evidence() {
+        let wf = workflow();
+        let first = pod(
+            &wf,
+            "validate-nodes",
+            1,
+            "Failed",
+            terminated_with(1, "flaky"),
+        );
+        let second = pod(
+            &wf,
+            "validate-nodes",
+            2,
+            "Succeeded",
+            terminated_with(0, "all good\n"),
+        );
+        let running = pod(&wf, "check-network", 1, "Running", PodStatus::default());
+        let attempts = latest_attempts(&wf, &[second.clone(), first, running.clone()], at(1001));
+        let validate = &attempts["validate-nodes"];
+        assert_eq!(validate.number, 2);
+        assert_eq!(validate.pod, second.name_any());
+        let outcome = validate.outcome.as_ref().expect("finished");
+        assert!(outcome.succeeded);
+        assert_eq!(
+            (outcome.exit_code, outcome.message.as_str()),
+            (Some(0), "all good")
+        );
+        let network = &attempts["check-network"];
+        assert_eq!(network.outcome, None);
+        assert_eq!(
+            network.deadline,
+            Some(1060),
+            "created at 1000 with a 60 s timeout"
+        );
+        assert_eq!(network.pod, running.name_any());
+    }
+
+    #[test]
+    fn an_evicted_pod_is_a_failed_attempt_with_the_eviction_as_reason() {
+        let wf = workflow();
+        let evicted = PodStatus {
+            reason: Some("Evicted".into()),
+            message: Some("The node was low on resource: memory.".into()),
+            ..PodStatus::default()
+        };
+        let attempt = observe_pod(
+            &pod(&wf, "validate-nodes", 1, "Failed", evicted),
+            1,
+            None,
+            at(1001),
+        );
+        let outcome = attempt.outcome.expect("finished");
+        assert!(!outcome.succeeded);
+        assert_eq!(outcome.exit_code, None);
+        assert_eq!(
+            outcome.message,
+            "Evicted: The node was low on resource: memory."
+        );
+    }
+
+    #[test]
+    fn a_pod_being_deleted_before_it_finished_is_a_failed_attempt() {
+        let wf = workflow();
+        let mut deleted = pod(&wf, "validate-nodes", 1, "Running", PodStatus::default());
+        deleted.metadata.deletion_timestamp = Some(Time(at(1001)));
+        let outcome = observe_pod(&deleted, 1, None, at(1002))
+            .outcome
+            .expect("finished");
+        assert!(!outcome.succeeded);
+        assert!(outcome.message.contains("deleted"), "{}", outcome.message);
+    }
+
+    #[test]
+    fn an_unschedulable_pod_past_the_steps_timeout_fails_and_is_stopped() {
+        let wf = workflow();
+        let unschedulable = PodStatus {
+            conditions: Some(vec![PodCondition {
+                type_: "PodScheduled".into(),
+                status: "False".into(),
+                reason: Some("Unschedulable".into()),
+                message: Some("0/1 nodes are available".into()),
+                ..PodCondition::default()
+            }]),
+            ..PodStatus::default()
+        };
+        let stuck = pod(&wf, "check-network", 1, "Pending", unschedulable);
+        let before = observe_pod(&stuck, 1, Some(60), at(1059));
+        assert_eq!(
+            (before.outcome, before.stop, before.deadline),
+            (None, false, Some(1060))
+        );
+        let after = observe_pod(&stuck, 1, Some(60), at(1060));
+        assert!(after.stop);
+        let outcome = after.outcome.expect("failed at the deadline");
+        assert_eq!(
+            outcome.message,
+            "DeadlineExceeded: not finished within 60s (Unschedulable: 0/1 nodes are available)"
+        );
+    }
+
+    #[test]
+    fn a_pod_that_cannot_pull_its_image_says_so_at_the_deadline() {
+        let wf = workflow();
+        let pulling = PodStatus {
+            container_statuses: Some(vec![ContainerStatus {
+                name: CONTAINER.into(),
+                state: Some(ContainerState {
+                    waiting: Some(ContainerStateWaiting {
+                        reason: Some("ImagePullBackOff".into()),
+                        message: Some("Back-off pulling image".into()),
+                    }),
+                    ..ContainerState::default()
+                }),
+                ..ContainerStatus::default()
+            }]),
+            ..PodStatus::default()
+        };
+        let stuck = pod(&wf, "check-network", 1, "Pending", pulling);
+        let outcome = observe_pod(&stuck, 1, Some(60), at(2000))
+            .outcome
+            .expect("failed");
+        assert!(
+            outcome.message.contains("ImagePullBackOff"),
+            "{}",
+            outcome.message
+        );
+    }
+
+    #[test]
+    fn pod_names_fit_in_63_characters_and_differ_per_attempt() {
+        let mut wf = workflow();
+        wf.metadata.name = Some("w".repeat(60));
+        let a1 = pod_name(&wf, "validate-nodes", 1);
+        let a2 = pod_name(&wf, "validate-nodes", 2);
+        assert!(a1.len() <= 63 && a2.len() <= 63);
+        assert_ne!(a1, a2);
+        assert_eq!(a1, pod_name(&wf, "validate-nodes", 1));
+    }
+}
