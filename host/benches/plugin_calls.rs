@@ -1,4 +1,5 @@
-//! What a plugin call costs: `cargo bench -p workflow-operator --bench plugin_calls`
+//! What a plugin call costs:
+//! `cargo bench -p workflow-operator --features bench --bench plugin_calls`
 //! (needs `make plugins`).
 //!
 //! - `template/fresh-store`: the seed's pre-check `template` as the operator runs it, in a
