@@ -134,13 +134,13 @@ impl Transition {
 /// the runtime's `Plugin`; tests give their own.
 pub trait StepJudge {
     /// Whether `step` may start.
-    fn gate(&self, step: &plugin::Step, ctx: &plugin::Context) -> Result<Gate, String>;
+    fn gate(&self, step: &plugin::Step, ctx: &plugin::GroupContext) -> Result<Gate, String>;
     /// Judges a finished attempt of `step`.
     fn evaluate(&self, step: &plugin::Step, outcome: &StepOutcome) -> Result<Verdict, String>;
 }
 
 impl StepJudge for plugin::Plugin {
-    fn gate(&self, step: &plugin::Step, ctx: &plugin::Context) -> Result<Gate, String> {
+    fn gate(&self, step: &plugin::Step, ctx: &plugin::GroupContext) -> Result<Gate, String> {
         plugin::Plugin::gate(self, step, ctx).map_err(|e| e.to_string())
     }
     fn evaluate(&self, step: &plugin::Step, outcome: &StepOutcome) -> Result<Verdict, String> {

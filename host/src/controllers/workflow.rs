@@ -122,7 +122,7 @@ pub fn plan_workflow(
         .iter()
         .map(|s| (s.name.as_str(), s))
         .collect();
-    let ctx = crate::plugin::Context {
+    let ctx = crate::plugin::GroupContext {
         group_name: workflow
             .labels()
             .get(crate::api::LABEL_GROUP_NAME)
@@ -520,7 +520,7 @@ mod tests {
 
     use super::*;
     use crate::api::{WorkflowSpec, WorkflowStep};
-    use crate::plugin::{Context as PluginContext, Step, StepOutcome};
+    use crate::plugin::{GroupContext, Step, StepOutcome};
 
     /// A plugin stand-in: gates by a fixed answer and judges by exit code, recording what it saw.
     struct Judge {
@@ -540,7 +540,7 @@ mod tests {
     }
 
     impl StepJudge for Judge {
-        fn gate(&self, _: &Step, _: &PluginContext) -> Result<Gate, String> {
+        fn gate(&self, _: &Step, _: &GroupContext) -> Result<Gate, String> {
             Ok(self.gate)
         }
         fn evaluate(&self, _: &Step, outcome: &StepOutcome) -> Result<Verdict, String> {

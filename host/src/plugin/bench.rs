@@ -10,7 +10,7 @@ use super::call::new_store;
 use super::error::PluginError;
 use super::runtime::{Plugin, Runtime, one_line};
 use super::sandbox::CallState;
-use super::types::Context;
+use super::types::GroupContext;
 use super::validate;
 
 impl Runtime {
@@ -54,7 +54,7 @@ impl WarmInstance {
     ///
     /// # Errors
     /// When the call traps or the plugin refuses.
-    pub fn template(&mut self, context: &Context) -> Result<usize, String> {
+    pub fn template(&mut self, context: &GroupContext) -> Result<usize, String> {
         let ctx = validate::to_wit_context(context);
         self.bindings
             .workflow_plugin_workflow_type()

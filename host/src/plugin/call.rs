@@ -16,7 +16,7 @@ use super::error::PluginError;
 use super::load::Exports;
 use super::runtime::{Plugin, RuntimeInner, one_line};
 use super::sandbox::{CallState, LogTag, truncate};
-use super::types::{Context, Gate, Step, StepOutcome, Verdict};
+use super::types::{Gate, GroupContext, Step, StepOutcome, Verdict};
 use super::validate;
 
 impl Plugin {
@@ -62,7 +62,7 @@ impl Plugin {
     /// # Errors
     /// [`PluginError::TemplateFailed`] with the plugin's message, [`PluginError::InvalidOutput`],
     /// or any call error.
-    pub fn template(&self, context: &Context) -> Result<Vec<Step>, PluginError> {
+    pub fn template(&self, context: &GroupContext) -> Result<Vec<Step>, PluginError> {
         let ctx = validate::to_wit_context(context);
         let result: Result<Vec<wit::Step>, String> =
             self.call("template", &self.compiled.exports.template, (&ctx,))?;
@@ -82,7 +82,7 @@ impl Plugin {
     ///
     /// # Errors
     /// Any call error.
-    pub fn gate(&self, step: &Step, context: &Context) -> Result<Gate, PluginError> {
+    pub fn gate(&self, step: &Step, context: &GroupContext) -> Result<Gate, PluginError> {
         let step = validate::to_wit_step(step);
         let ctx = validate::to_wit_context(context);
         let decision: wit::GateDecision =

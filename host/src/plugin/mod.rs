@@ -25,4 +25,4 @@ pub use config::RuntimeConfig;
 pub use error::{CONTRACT_VERSION, PluginError};
 pub use registry::{LoadProblem, LoadedType, PluginRegistry, ScanReport, WatchGuard};
 pub use runtime::{Plugin, Runtime};
-pub use types::{Context, EnvVar, Gate, PluginInfo, Step, StepOutcome, Target, Verdict};
+pub use types::{EnvVar, Gate, GroupContext, PluginInfo, Step, StepOutcome, Target, Verdict};

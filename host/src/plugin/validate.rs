@@ -5,7 +5,7 @@ use crate::graph::{StepGraph, check_dns_label};
 
 use super::bindings::workflow::plugin::types as wit;
 use super::error::PluginError;
-use super::types::{Context, EnvVar, PluginInfo, Step, StepOutcome, Verdict};
+use super::types::{EnvVar, GroupContext, PluginInfo, Step, StepOutcome, Verdict};
 
 /// Bounds on what a plugin may return.
 pub(crate) struct Limits {
@@ -164,7 +164,7 @@ fn check_env_name(name: &str) -> Result<(), String> {
     }
 }
 
-pub(crate) fn to_wit_context(c: &Context) -> wit::Context {
+pub(crate) fn to_wit_context(c: &GroupContext) -> wit::Context {
     wit::Context {
         group_name: c.group_name.clone(),
         namespace: c.namespace.clone(),
