@@ -1,9 +1,11 @@
 //! Calling a plugin: every call gets a fresh store (memory capped, interrupted at its time
 //! limit) and a fresh instance that is dropped afterwards, so no call sees what another left
 //! behind; every failure becomes a [`PluginError`]. Also the [`Plugin`] methods that call
-//! the contract's exports and check what they return.
+//! the contract's exports and check what they return, each timed and counted in the
+//! runtime's metrics when it has them.
 
 use std::thread;
+use std::time::Instant;
 
 use wasmtime::component::{
     ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
@@ -16,7 +18,7 @@ use super::error::PluginError;
 use super::load::Exports;
 use super::runtime::{Plugin, RuntimeInner, one_line};
 use super::sandbox::{CallState, LogTag, truncate};
-use super::types::{Gate, GroupContext, Step, StepOutcome, Verdict};
+use super::types::{Gate, GroupContext, PluginInfo, Step, StepOutcome, Verdict};
 use super::validate;
 
 impl Plugin {
@@ -46,12 +48,14 @@ impl Plugin {
             return Err(self.invalid_params(errors.join("; ")));
         }
         let json = params.to_string();
-        let result: Result<(), String> =
-            self.call("validate", &self.compiled.exports.validate, (&json,))?;
-        result.map_err(|message| {
-            self.invalid_params(
-                truncate(&message, self.runtime.config.max_string_bytes).into_owned(),
-            )
+        self.observed("validate", || {
+            let result: Result<(), String> =
+                self.call("validate", &self.compiled.exports.validate, (&json,))?;
+            result.map_err(|message| {
+                self.invalid_params(
+                    truncate(&message, self.runtime.config.max_string_bytes).into_owned(),
+                )
+            })
         })
     }
 
@@ -64,18 +68,19 @@ impl Plugin {
     /// or any call error.
     pub fn template(&self, context: &GroupContext) -> Result<Vec<Step>, PluginError> {
         let ctx = validate::to_wit_context(context);
-        let result: Result<Vec<wit::Step>, String> =
-            self.call("template", &self.compiled.exports.template, (&ctx,))?;
-        let limits = limits(&self.runtime.config);
-        match result {
-            Ok(steps) => {
-                validate::steps(steps, &limits).map_err(|reason| self.invalid("template", reason))
+        self.observed("template", || {
+            let result: Result<Vec<wit::Step>, String> =
+                self.call("template", &self.compiled.exports.template, (&ctx,))?;
+            let limits = limits(&self.runtime.config);
+            match result {
+                Ok(steps) => validate::steps(steps, &limits)
+                    .map_err(|reason| self.invalid("template", reason)),
+                Err(message) => Err(PluginError::TemplateFailed {
+                    plugin: self.label.clone(),
+                    message: truncate(&message, limits.max_string_bytes).into_owned(),
+                }),
             }
-            Err(message) => Err(PluginError::TemplateFailed {
-                plugin: self.label.clone(),
-                message: truncate(&message, limits.max_string_bytes).into_owned(),
-            }),
-        }
+        })
     }
 
     /// Whether `step` may start now.
@@ -85,11 +90,13 @@ impl Plugin {
     pub fn gate(&self, step: &Step, context: &GroupContext) -> Result<Gate, PluginError> {
         let step = validate::to_wit_step(step);
         let ctx = validate::to_wit_context(context);
-        let decision: wit::GateDecision =
-            self.call("gate", &self.compiled.exports.gate, (&step, &ctx))?;
-        Ok(match decision {
-            wit::GateDecision::StartNow => Gate::StartNow,
-            wit::GateDecision::NotBefore(t) => Gate::NotBefore(t),
+        self.observed("gate", || {
+            let decision: wit::GateDecision =
+                self.call("gate", &self.compiled.exports.gate, (&step, &ctx))?;
+            Ok(match decision {
+                wit::GateDecision::StartNow => Gate::StartNow,
+                wit::GateDecision::NotBefore(t) => Gate::NotBefore(t),
+            })
         })
     }
 
@@ -100,13 +107,24 @@ impl Plugin {
     pub fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
         let step = validate::to_wit_step(step);
         let outcome = validate::to_wit_outcome(outcome);
-        let verdict: wit::Verdict = self.call(
-            "evaluate",
-            &self.compiled.exports.evaluate,
-            (&step, &outcome),
-        )?;
-        validate::verdict(verdict, &limits(&self.runtime.config))
-            .map_err(|reason| self.invalid("evaluate", reason))
+        self.observed("evaluate", || {
+            let verdict: wit::Verdict = self.call(
+                "evaluate",
+                &self.compiled.exports.evaluate,
+                (&step, &outcome),
+            )?;
+            validate::verdict(verdict, &limits(&self.runtime.config))
+                .map_err(|reason| self.invalid("evaluate", reason))
+        })
+    }
+
+    /// Runs `f`, one call of `export` and the check of its answer, recording it.
+    fn observed<T>(
+        &self,
+        export: &'static str,
+        f: impl FnOnce() -> Result<T, PluginError>,
+    ) -> Result<T, PluginError> {
+        observed(&self.runtime, &self.tag, export, f)
     }
 
     /// Calls the export at `index` (named `call` in messages) with `params`, in a fresh store.
@@ -147,17 +165,62 @@ impl Plugin {
     }
 }
 
-/// Calls `info` of a plugin being loaded, known so far as `origin`; the answer is unchecked.
+/// Calls `info` of a plugin being loaded, known so far as `origin`, and checks the answer:
+/// what the plugin says it is, and the JSON Schema of its parameters, compiled.
 pub(super) fn info(
     runtime: &RuntimeInner,
     pre: &InstancePre<CallState>,
     exports: &Exports,
     tag: &LogTag,
     origin: &str,
-) -> Result<wit::PluginInfo, PluginError> {
-    call_in_store(runtime, pre, tag, origin, "info", |store, instance| {
-        call_export::<(), wit::PluginInfo>(store, instance, &exports.info, ())
+) -> Result<(PluginInfo, jsonschema::Validator), PluginError> {
+    observed(runtime, tag, "info", || {
+        let raw = call_in_store(runtime, pre, tag, origin, "info", |store, instance| {
+            call_export::<(), wit::PluginInfo>(store, instance, &exports.info, ())
+        })?;
+        validate::info(raw, origin, &limits(&runtime.config))
     })
+}
+
+/// Runs `f`, one call of `export` and the check of its answer, and records its duration and
+/// outcome under the plugin's name in `tag` when the runtime has metrics.
+fn observed<T>(
+    runtime: &RuntimeInner,
+    tag: &LogTag,
+    export: &'static str,
+    f: impl FnOnce() -> Result<T, PluginError>,
+) -> Result<T, PluginError> {
+    let Some(metrics) = &runtime.metrics else {
+        return f();
+    };
+    let started = Instant::now();
+    let result = f();
+    metrics.observe(&tag.plugin, export, outcome(&result), started.elapsed());
+    result
+}
+
+/// How a call ended, for the `outcome` label: `ok`, or a short kind of error that stays the
+/// same when messages change.
+fn outcome<T>(result: &Result<T, PluginError>) -> &'static str {
+    let Err(error) = result else {
+        return "ok";
+    };
+    match error {
+        PluginError::Timeout { .. } => "timeout",
+        PluginError::Trap { .. } => "trap",
+        PluginError::MemoryExhausted { .. } => "memory",
+        PluginError::Instantiate { .. } => "instantiate",
+        PluginError::InvalidOutput { .. } | PluginError::InvalidInfo { .. } => "output",
+        // The plugin answered with an error of its own.
+        PluginError::InvalidParams { .. } | PluginError::TemplateFailed { .. } => "error",
+        // Loading fails with these before any call; listed so a new variant needs a kind.
+        PluginError::Read { .. }
+        | PluginError::NotAComponent { .. }
+        | PluginError::Compile { .. }
+        | PluginError::WrongContract { .. }
+        | PluginError::MissingExport { .. }
+        | PluginError::UnsupportedImport { .. } => "load",
+    }
 }
 
 /// Calls the export at `index` of `instance`, whose signature is `P -> R`.

@@ -9,11 +9,9 @@ use wasmtime::component::{Component, ComponentExportIndex};
 
 use super::bindings::PluginPre;
 use super::call;
-use super::engine::limits;
 use super::error::{CONTRACT_VERSION, PluginError};
 use super::runtime::{Compiled, Plugin, Runtime, one_line, short_digest};
 use super::sandbox::LogTag;
-use super::validate;
 
 /// The name under which a plugin exports its functions, without the version.
 const EXPORT_NAME: &str = "workflow:plugin/workflow-type";
@@ -130,8 +128,7 @@ impl Runtime {
             plugin: origin.into(),
             digest: short_digest(digest).into(),
         };
-        let raw = call::info(&self.inner, &pre, &exports, &tag, origin)?;
-        let (info, schema) = validate::info(raw, origin, &limits(&self.inner.config))?;
+        let (info, schema) = call::info(&self.inner, &pre, &exports, &tag, origin)?;
         Ok(Compiled {
             pre,
             exports,

@@ -5,7 +5,7 @@
 //! compiles and checks plugins, [`super::call`] runs every call in a fresh store.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use wasmtime::Engine;
 use wasmtime::component::{InstancePre, Linker};
@@ -14,6 +14,7 @@ use super::config::RuntimeConfig;
 use super::engine;
 use super::error::{CONTRACT_VERSION, PluginError};
 use super::load::Exports;
+use super::metrics::PluginMetrics;
 use super::sandbox::{CallState, LogTag, truncate};
 use super::types::PluginInfo;
 
@@ -34,6 +35,27 @@ pub(super) struct RuntimeInner {
     pub config: RuntimeConfig,
     /// Compiled plugins (and compile failures) by content digest.
     pub compiled: Mutex<HashMap<String, Result<Arc<Compiled>, PluginError>>>,
+    /// Where calls are counted and timed, when the operator exports metrics.
+    pub metrics: Option<PluginMetrics>,
+}
+
+/// A copy sharing the engine and the compiled plugins, with a cache of its own from now on:
+/// what [`Runtime::with_metrics`] makes when the runtime is already shared.
+impl Clone for RuntimeInner {
+    fn clone(&self) -> Self {
+        let compiled = self
+            .compiled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        Self {
+            engine: self.engine.clone(),
+            linker: self.linker.clone(),
+            config: self.config.clone(),
+            compiled: Mutex::new(compiled),
+            metrics: self.metrics.clone(),
+        }
+    }
 }
 
 /// One compiled, pre-instantiated plugin and what it said about itself.
@@ -92,8 +114,22 @@ impl Runtime {
                 linker,
                 config,
                 compiled: Mutex::new(HashMap::new()),
+                metrics: None,
             }),
         })
+    }
+
+    /// This runtime, recording every plugin call in `metrics`: its duration and its outcome,
+    /// by workflow type and export.
+    ///
+    /// Plugins loaded before keep recording where their runtime did (nowhere, unless it had
+    /// metrics): call it right after [`Runtime::new`].
+    pub fn with_metrics(self, metrics: PluginMetrics) -> Self {
+        let mut inner = Arc::unwrap_or_clone(self.inner);
+        inner.metrics = Some(metrics);
+        Self {
+            inner: Arc::new(inner),
+        }
     }
 
     /// The configuration this runtime was created with.
