@@ -23,6 +23,7 @@ build: ## Build the operator binary (target/debug/workflow-operator)
 lint: ## rustfmt check and clippy with -D warnings
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	$(CARGO) clippy -p workflow-operator --all-targets --features bench -- -D warnings
 
 fmt: ## Format the code
 	$(CARGO) fmt --all
@@ -61,6 +62,6 @@ demo: plugins build ## Everything on the local cluster: the seed's sample group,
 	./scripts/demo.sh
 
 bench: plugins ## Plugin call benchmarks (criterion)
-	$(CARGO) bench -p workflow-operator --bench plugin_calls
+	$(CARGO) bench -p workflow-operator --features bench --bench plugin_calls
 
 include tests/cluster/cluster.mk

@@ -1,8 +1,11 @@
-//! What a plugin call costs: `cargo bench -p workflow-operator --bench plugin_calls`
+//! What a plugin call costs:
+//! `cargo bench -p workflow-operator --features bench --bench plugin_calls`
 //! (needs `make plugins`).
 //!
 //! - `template/fresh-store`: the seed's pre-check `template` as the operator runs it, in a
 //!   new sandboxed store and instance, output checked.
+//! - `template/fresh-store-metrics`: the same, in a runtime that records each call's
+//!   duration and outcome (`PluginMetrics`).
 //! - `template/warm-instance`: the same call on an instance kept across calls, for
 //!   comparison (the target is fresh within 5x of warm).
 //! - `evaluate/fresh-store`: pre-check's success logic on a check step's outcome.
@@ -16,7 +19,8 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use plugin_support::{builtin, load_builtin, runtime, sample_context};
-use workflow_operator::plugin::{Step, StepOutcome};
+use prometheus_client::registry::Registry;
+use workflow_operator::plugin::{PluginMetrics, Runtime, RuntimeConfig, Step, StepOutcome};
 
 fn template(c: &mut Criterion) {
     let plugin = load_builtin("pre-check");
@@ -24,6 +28,18 @@ fn template(c: &mut Criterion) {
     let mut group = c.benchmark_group("template");
     group.bench_function("fresh-store", |b| {
         b.iter(|| black_box(plugin.template(black_box(&ctx)).expect("template")))
+    });
+    let mut registry = Registry::default();
+    let measured = Runtime::new(RuntimeConfig {
+        max_concurrent_calls: 4,
+        ..RuntimeConfig::default()
+    })
+    .expect("runtime")
+    .with_metrics(PluginMetrics::register(&mut registry))
+    .load(&builtin("pre-check"), "pre-check.wasm")
+    .expect("load");
+    group.bench_function("fresh-store-metrics", |b| {
+        b.iter(|| black_box(measured.template(black_box(&ctx)).expect("template")))
     });
     let mut warm = plugin.warm_instance().expect("warm instance");
     group.bench_function("warm-instance", |b| {

@@ -9,7 +9,7 @@ use tracing::info;
 use workflow_operator::cli::plugin::PluginCommand;
 use workflow_operator::controllers::{self, Metrics, OperatorConfig};
 use workflow_operator::http::{self, Readiness};
-use workflow_operator::plugin::{PluginRegistry, Runtime, RuntimeConfig};
+use workflow_operator::plugin::{PluginMetrics, PluginRegistry, Runtime, RuntimeConfig};
 
 #[derive(Parser)]
 #[command(
@@ -115,7 +115,9 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             memory_limit_bytes: args.plugin_memory_mib * 1024 * 1024,
             ..RuntimeConfig::default()
         };
-        let registry = PluginRegistry::new(Runtime::new(config)?);
+        let mut prometheus = prometheus_client::registry::Registry::default();
+        let plugin_metrics = PluginMetrics::register(&mut prometheus);
+        let registry = PluginRegistry::new(Runtime::new(config)?.with_metrics(plugin_metrics));
         let report = registry.load_dir(&args.plugin_dir);
         info!(dir = %args.plugin_dir.display(), ?report, "loaded plugins");
         let _watch = registry.watch(&args.plugin_dir)?;
@@ -123,7 +125,6 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         readiness.set_plugins_loaded();
 
         let client = kube::Client::try_default().await?;
-        let mut prometheus = prometheus_client::registry::Registry::default();
         let metrics = Arc::new(Metrics::register(&mut prometheus));
         tokio::spawn(http::serve(
             args.http_addr,

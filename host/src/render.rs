@@ -32,8 +32,12 @@ pub enum RenderError {
 const MAX_NAME: usize = 63;
 
 /// The plugin context for `workflow_type` in `group` at time `now` (Unix seconds).
-pub fn plugin_context(group: &WorkflowGroup, workflow_type: &str, now: i64) -> plugin::Context {
-    plugin::Context {
+pub fn plugin_context(
+    group: &WorkflowGroup,
+    workflow_type: &str,
+    now: i64,
+) -> plugin::GroupContext {
+    plugin::GroupContext {
         group_name: group.name_any(),
         namespace: group.namespace().unwrap_or_else(|| "default".into()),
         cluster_name: group.spec.cluster_name.clone(),

@@ -6,9 +6,10 @@ mod plugin_support;
 use std::time::Instant;
 
 use plugin_support::{builtin, load_builtin, runtime, sample_context, test_plugin};
+use prometheus_client::registry::Registry;
 use serde_json::json;
 use workflow_operator::plugin::{
-    Gate, PluginError, Runtime, RuntimeConfig, Step, StepOutcome, Verdict,
+    Gate, PluginError, PluginMetrics, Runtime, RuntimeConfig, Step, StepOutcome, Verdict,
 };
 
 fn step(name: &str, description: &str, command: &str, depends_on: &[&str]) -> Step {
@@ -555,4 +556,66 @@ async fn calls_work_inside_a_multi_threaded_async_runtime() {
 async fn calls_work_inside_a_current_thread_async_runtime() {
     good_plugin_still_works();
     hostile("trap").expect_err("trap");
+}
+
+/// A runtime of its own recording into a fresh registry, so counts start at zero.
+fn runtime_with_metrics(config: RuntimeConfig) -> (Runtime, Registry) {
+    let mut registry = Registry::default();
+    let runtime = Runtime::new(config)
+        .expect("runtime")
+        .with_metrics(PluginMetrics::register(&mut registry));
+    (runtime, registry)
+}
+
+fn encoded(registry: &Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+    text
+}
+
+#[test]
+fn a_call_is_timed_and_counted_by_type_export_and_outcome() {
+    let (runtime, registry) = runtime_with_metrics(RuntimeConfig {
+        max_concurrent_calls: 4,
+        ..RuntimeConfig::default()
+    });
+    let plugin = runtime
+        .load(&builtin("pre-check"), "pre-check.wasm")
+        .expect("load");
+    plugin
+        .template(&sample_context(json!({}), 1_700_000_000))
+        .expect("template");
+    let text = encoded(&registry);
+    for line in [
+        r#"workflow_operator_plugin_calls_total{workflow_type="pre-check",export="template",outcome="ok"} 1"#,
+        r#"workflow_operator_plugin_call_duration_seconds_count{workflow_type="pre-check",export="template"} 1"#,
+        // Until `info` answers, the plugin is known by its origin.
+        r#"workflow_operator_plugin_calls_total{workflow_type="pre-check.wasm",export="info",outcome="ok"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+    }
+}
+
+#[test]
+fn a_trap_and_a_timeout_are_counted_as_such() {
+    let (runtime, registry) = runtime_with_metrics(RuntimeConfig {
+        call_timeout: std::time::Duration::from_millis(200),
+        max_concurrent_calls: 4,
+        ..RuntimeConfig::default()
+    });
+    let plugin = runtime
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("load");
+    for mode in ["trap", "loop"] {
+        plugin
+            .template(&sample_context(json!({ "mode": mode }), 0))
+            .expect_err(mode);
+    }
+    let text = encoded(&registry);
+    for outcome in ["trap", "timeout"] {
+        let line = format!(
+            r#"workflow_operator_plugin_calls_total{{workflow_type="hostile",export="template",outcome="{outcome}"}} 1"#
+        );
+        assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
+    }
 }

@@ -4,10 +4,16 @@
 //! Nothing here knows Kubernetes: the controllers convert their objects into the plain
 //! [`types`] and ask the [`PluginRegistry`] for a [`Plugin`] of a type.
 
+#[cfg(feature = "bench")]
+mod bench;
 #[allow(unsafe_code, missing_docs)]
 mod bindings;
+mod call;
 mod config;
+mod engine;
 mod error;
+mod load;
+mod metrics;
 mod registry;
 mod runtime;
 mod sandbox;
@@ -15,10 +21,11 @@ pub mod types;
 mod validate;
 mod wit_edge;
 
+#[cfg(feature = "bench")]
+pub use bench::WarmInstance;
 pub use config::RuntimeConfig;
 pub use error::{CONTRACT_VERSION, PluginError};
+pub use metrics::PluginMetrics;
 pub use registry::{LoadProblem, LoadedType, PluginRegistry, ScanReport, WatchGuard};
-#[doc(hidden)]
-pub use runtime::WarmInstance;
 pub use runtime::{Plugin, Runtime};
-pub use types::{Context, EnvVar, Gate, PluginInfo, Step, StepOutcome, Target, Verdict};
+pub use types::{EnvVar, Gate, GroupContext, PluginInfo, Step, StepOutcome, Target, Verdict};

@@ -10,7 +10,7 @@ pub use workflow_model::{EnvVar, Step, Target};
 
 /// What a plugin knows of the group it works for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
-pub struct Context {
+pub struct GroupContext {
     pub group_name: String,
     pub namespace: String,
     pub cluster_name: String,

@@ -2,7 +2,7 @@
 //! the bindings generated from `plugin-sdk/wit/workflow-plugin.wit`.
 
 use super::bindings::workflow::plugin::types as wit;
-use super::types::{Context, EnvVar, Step, StepOutcome, Target};
+use super::types::{EnvVar, GroupContext, Step, StepOutcome, Target};
 
 impl From<&Target> for wit::Target {
     fn from(t: &Target) -> Self {
@@ -62,8 +62,8 @@ impl From<wit::Step> for Step {
     }
 }
 
-impl From<&Context> for wit::Context {
-    fn from(c: &Context) -> Self {
+impl From<&GroupContext> for wit::Context {
+    fn from(c: &GroupContext) -> Self {
         Self {
             group_name: c.group_name.clone(),
             namespace: c.namespace.clone(),

@@ -5,7 +5,7 @@
 use std::path::PathBuf;
 use std::sync::{Arc, OnceLock};
 
-use workflow_operator::plugin::{Context, Plugin, Runtime, RuntimeConfig, Target};
+use workflow_operator::plugin::{GroupContext, Plugin, Runtime, RuntimeConfig, Target};
 
 /// The cargo target directory: `CARGO_TARGET_DIR` when set, else the workspace's `target/`.
 pub fn target_dir() -> PathBuf {
@@ -64,13 +64,13 @@ pub fn load_builtin(type_name: &str) -> Arc<Plugin> {
 }
 
 /// The seed's sample WorkflowGroup as a plugin context, at `now`.
-pub fn sample_context(params: serde_json::Value, now: i64) -> Context {
+pub fn sample_context(params: serde_json::Value, now: i64) -> GroupContext {
     let target = |name: &str, ip: &str, role: &str| Target {
         name: name.into(),
         ip: ip.into(),
         role: role.into(),
     };
-    Context {
+    GroupContext {
         group_name: "workflowgroup-sample".into(),
         namespace: "default".into(),
         cluster_name: "test-cluster".into(),

@@ -109,8 +109,8 @@ pub fn plan_plugin_missing(
 }
 
 /// The context a plugin gets for `workflow`'s steps at `now`.
-fn plugin_context(workflow: &Workflow, now: Timestamp) -> plugin::Context {
-    plugin::Context {
+fn plugin_context(workflow: &Workflow, now: Timestamp) -> plugin::GroupContext {
+    plugin::GroupContext {
         group_name: workflow
             .labels()
             .get(LABEL_GROUP_NAME)
@@ -428,7 +428,7 @@ mod tests {
 
     use super::*;
     use crate::api::{Step, WorkflowSpec};
-    use crate::plugin::{Context as PluginContext, Gate, Verdict};
+    use crate::plugin::{Gate, GroupContext, Verdict};
 
     /// A plugin stand-in: gates by a fixed answer (or error) and judges by exit code (or
     /// fails with a fixed error), recording what it saw.
@@ -451,7 +451,7 @@ mod tests {
     }
 
     impl StepJudge for Judge {
-        fn gate(&self, _: &Step, _: &PluginContext) -> Result<Gate, PluginError> {
+        fn gate(&self, _: &Step, _: &GroupContext) -> Result<Gate, PluginError> {
             self.gate.clone()
         }
         fn evaluate(&self, _: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {

@@ -8,13 +8,13 @@ use crate::plugin::{self, Gate, PluginError, StepOutcome, Verdict};
 /// by the runtime's `Plugin`; tests give their own.
 pub trait StepJudge {
     /// Whether `step` may start.
-    fn gate(&self, step: &Step, ctx: &plugin::Context) -> Result<Gate, PluginError>;
+    fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError>;
     /// Judges a finished attempt of `step`.
     fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError>;
 }
 
 impl StepJudge for plugin::Plugin {
-    fn gate(&self, step: &Step, ctx: &plugin::Context) -> Result<Gate, PluginError> {
+    fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError> {
         plugin::Plugin::gate(self, step, ctx)
     }
     fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
@@ -74,7 +74,11 @@ pub enum StepMove {
 }
 
 /// Decides the next move of one step.
-pub fn decide_step(view: StepView<'_>, judge: &dyn StepJudge, ctx: &plugin::Context) -> StepMove {
+pub fn decide_step(
+    view: StepView<'_>,
+    judge: &dyn StepJudge,
+    ctx: &plugin::GroupContext,
+) -> StepMove {
     let name = &view.step.name;
     let Some(attempt) = view.latest else {
         if !view.ready || view.held {

@@ -1,0 +1,336 @@
+//! Calling a plugin: every call gets a fresh store (memory capped, interrupted at its time
+//! limit) and a fresh instance that is dropped afterwards, so no call sees what another left
+//! behind; every failure becomes a [`PluginError`]. Also the [`Plugin`] methods that call
+//! the contract's exports and check what they return, each timed and counted in the
+//! runtime's metrics when it has them.
+
+use std::thread;
+use std::time::Instant;
+
+use wasmtime::component::{
+    ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
+};
+use wasmtime::{Store, Trap};
+
+use super::bindings::exports::workflow::plugin::workflow_type as wit;
+use super::engine::{deadline_ticks, limits, memory_limit};
+use super::error::PluginError;
+use super::load::Exports;
+use super::runtime::{Plugin, RuntimeInner, one_line};
+use super::sandbox::{CallState, LogTag, truncate};
+use super::types::{Gate, GroupContext, PluginInfo, Step, StepOutcome, Verdict};
+use super::validate;
+
+impl Plugin {
+    /// Checks a group's parameters for this type: first against the JSON Schema the plugin
+    /// declares, then with the plugin's own `validate`.
+    ///
+    /// # Errors
+    /// [`PluginError::InvalidParams`] naming the JSON path (schema) or the plugin's message;
+    /// any call error.
+    pub fn validate(&self, params: &serde_json::Value) -> Result<(), PluginError> {
+        let errors: Vec<String> = self
+            .compiled
+            .schema
+            .iter_errors(params)
+            .take(3)
+            .map(|e| {
+                let path = e.instance_path.to_string();
+                let path = if path.is_empty() {
+                    "/".to_string()
+                } else {
+                    path
+                };
+                format!("{path}: {e}")
+            })
+            .collect();
+        if !errors.is_empty() {
+            return Err(self.invalid_params(errors.join("; ")));
+        }
+        let json = params.to_string();
+        self.observed("validate", || {
+            let result: Result<(), String> =
+                self.call("validate", &self.compiled.exports.validate, (&json,))?;
+            result.map_err(|message| {
+                self.invalid_params(
+                    truncate(&message, self.runtime.config.max_string_bytes).into_owned(),
+                )
+            })
+        })
+    }
+
+    /// The steps of a workflow of this type for the group described by `context`, checked:
+    /// a valid step graph (unique DNS-1123 names, known dependencies, no cycle), within the
+    /// configured number of steps and string sizes.
+    ///
+    /// # Errors
+    /// [`PluginError::TemplateFailed`] with the plugin's message, [`PluginError::InvalidOutput`],
+    /// or any call error.
+    pub fn template(&self, context: &GroupContext) -> Result<Vec<Step>, PluginError> {
+        let ctx = wit::Context::from(context);
+        self.observed("template", || {
+            let result: Result<Vec<wit::Step>, String> =
+                self.call("template", &self.compiled.exports.template, (&ctx,))?;
+            let limits = limits(&self.runtime.config);
+            match result {
+                Ok(steps) => validate::steps(steps, &limits)
+                    .map_err(|reason| self.invalid("template", reason)),
+                Err(message) => Err(PluginError::TemplateFailed {
+                    plugin: self.label.clone(),
+                    message: truncate(&message, limits.max_string_bytes).into_owned(),
+                }),
+            }
+        })
+    }
+
+    /// Whether `step` may start now.
+    ///
+    /// # Errors
+    /// Any call error.
+    pub fn gate(&self, step: &Step, context: &GroupContext) -> Result<Gate, PluginError> {
+        let step = wit::Step::from(step);
+        let ctx = wit::Context::from(context);
+        self.observed("gate", || {
+            let decision: wit::GateDecision =
+                self.call("gate", &self.compiled.exports.gate, (&step, &ctx))?;
+            Ok(match decision {
+                wit::GateDecision::StartNow => Gate::StartNow,
+                wit::GateDecision::NotBefore(t) => Gate::NotBefore(t),
+            })
+        })
+    }
+
+    /// The plugin's judgement of a finished attempt of `step`.
+    ///
+    /// # Errors
+    /// [`PluginError::InvalidOutput`] when a reason is too long, or any call error.
+    pub fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
+        let step = wit::Step::from(step);
+        let outcome = wit::StepOutcome::from(outcome);
+        self.observed("evaluate", || {
+            let verdict: wit::Verdict = self.call(
+                "evaluate",
+                &self.compiled.exports.evaluate,
+                (&step, &outcome),
+            )?;
+            validate::verdict(verdict, &limits(&self.runtime.config))
+                .map_err(|reason| self.invalid("evaluate", reason))
+        })
+    }
+
+    /// Runs `f`, one call of `export` and the check of its answer, recording it.
+    fn observed<T>(
+        &self,
+        export: &'static str,
+        f: impl FnOnce() -> Result<T, PluginError>,
+    ) -> Result<T, PluginError> {
+        observed(&self.runtime, &self.tag, export, f)
+    }
+
+    /// Calls the export at `index` (named `call` in messages) with `params`, in a fresh store.
+    fn call<P, R>(
+        &self,
+        call: &'static str,
+        index: &ComponentExportIndex,
+        params: P,
+    ) -> Result<R, PluginError>
+    where
+        P: ComponentNamedList + Lower + Send,
+        (R,): ComponentNamedList + Lift,
+        R: Send,
+    {
+        call_in_store(
+            &self.runtime,
+            &self.compiled.pre,
+            &self.tag,
+            &self.label,
+            call,
+            |store, instance| call_export(store, instance, index, params),
+        )
+    }
+
+    fn invalid(&self, call: &'static str, reason: String) -> PluginError {
+        PluginError::InvalidOutput {
+            plugin: self.label.clone(),
+            call,
+            reason,
+        }
+    }
+
+    fn invalid_params(&self, message: String) -> PluginError {
+        PluginError::InvalidParams {
+            type_name: self.compiled.info.type_name.clone(),
+            message,
+        }
+    }
+}
+
+/// Calls `info` of a plugin being loaded, known so far as `origin`, and checks the answer:
+/// what the plugin says it is, and the JSON Schema of its parameters, compiled.
+pub(super) fn info(
+    runtime: &RuntimeInner,
+    pre: &InstancePre<CallState>,
+    exports: &Exports,
+    tag: &LogTag,
+    origin: &str,
+) -> Result<(PluginInfo, jsonschema::Validator), PluginError> {
+    observed(runtime, tag, "info", || {
+        let raw = call_in_store(runtime, pre, tag, origin, "info", |store, instance| {
+            call_export::<(), wit::PluginInfo>(store, instance, &exports.info, ())
+        })?;
+        validate::info(raw, origin, &limits(&runtime.config))
+    })
+}
+
+/// Runs `f`, one call of `export` and the check of its answer, and records its duration and
+/// outcome under the plugin's name in `tag` when the runtime has metrics.
+fn observed<T>(
+    runtime: &RuntimeInner,
+    tag: &LogTag,
+    export: &'static str,
+    f: impl FnOnce() -> Result<T, PluginError>,
+) -> Result<T, PluginError> {
+    let Some(metrics) = &runtime.metrics else {
+        return f();
+    };
+    let started = Instant::now();
+    let result = f();
+    metrics.observe(&tag.plugin, export, outcome(&result), started.elapsed());
+    result
+}
+
+/// How a call ended, for the `outcome` label: `ok`, or a short kind of error that stays the
+/// same when messages change.
+fn outcome<T>(result: &Result<T, PluginError>) -> &'static str {
+    let Err(error) = result else {
+        return "ok";
+    };
+    match error {
+        PluginError::Timeout { .. } => "timeout",
+        PluginError::Trap { .. } => "trap",
+        PluginError::MemoryExhausted { .. } => "memory",
+        PluginError::Instantiate { .. } => "instantiate",
+        PluginError::InvalidOutput { .. } | PluginError::InvalidInfo { .. } => "output",
+        // The plugin answered with an error of its own.
+        PluginError::InvalidParams { .. } | PluginError::TemplateFailed { .. } => "error",
+        // Loading fails with these before any call; listed so a new variant needs a kind.
+        PluginError::Read { .. }
+        | PluginError::NotAComponent { .. }
+        | PluginError::Compile { .. }
+        | PluginError::WrongContract { .. }
+        | PluginError::MissingExport { .. }
+        | PluginError::UnsupportedImport { .. } => "load",
+    }
+}
+
+/// Calls the export at `index` of `instance`, whose signature is `P -> R`.
+fn call_export<P, R>(
+    store: &mut Store<CallState>,
+    instance: Instance,
+    index: &ComponentExportIndex,
+    params: P,
+) -> wasmtime::Result<R>
+where
+    P: ComponentNamedList + Lower,
+    (R,): ComponentNamedList + Lift,
+{
+    let func = instance.get_typed_func::<P, (R,)>(&mut *store, index)?;
+    Ok(func.call(store, params)?.0)
+}
+
+/// A fresh store for one call of the plugin tagged `tag`: memory capped, interrupted after
+/// `deadline_ticks` epoch ticks.
+pub(super) fn new_store(
+    runtime: &RuntimeInner,
+    tag: &LogTag,
+    deadline_ticks: u64,
+) -> Store<CallState> {
+    let cfg = &runtime.config;
+    let state = CallState::new(
+        tag.clone(),
+        memory_limit(cfg),
+        cfg.max_string_bytes,
+        cfg.max_output_bytes,
+    );
+    let mut store = Store::new(&runtime.engine, state);
+    store.limiter(|s| &mut s.limiter);
+    store.set_epoch_deadline(deadline_ticks);
+    store
+}
+
+/// Runs one call of `pre` in a fresh store, mapping every failure to a [`PluginError`].
+fn call_in_store<R: Send>(
+    runtime: &RuntimeInner,
+    pre: &InstancePre<CallState>,
+    tag: &LogTag,
+    label: &str,
+    call: &'static str,
+    f: impl FnOnce(&mut Store<CallState>, Instance) -> wasmtime::Result<R> + Send,
+) -> Result<R, PluginError> {
+    outside_async_runtime(|| {
+        let cfg = &runtime.config;
+        let mut store = new_store(runtime, tag, deadline_ticks(cfg.call_timeout));
+        let result = pre
+            .instantiate(&mut store)
+            .map_err(|e| (e, true))
+            .and_then(|instance| f(&mut store, instance).map_err(|e| (e, false)));
+        store.data().finish_logs();
+        let memory_exhausted = store.data().limiter.memory_exhausted;
+        result.map_err(|(error, instantiating)| {
+            let plugin = label.to_string();
+            if memory_exhausted {
+                return PluginError::MemoryExhausted {
+                    plugin,
+                    call,
+                    limit_bytes: cfg.memory_limit_bytes,
+                };
+            }
+            match error.downcast_ref::<Trap>() {
+                Some(Trap::Interrupt) => PluginError::Timeout {
+                    plugin,
+                    call,
+                    limit: cfg.call_timeout,
+                },
+                Some(trap) => {
+                    let mut message = trap.to_string();
+                    if *trap == Trap::StackOverflow {
+                        message.push_str(" (too deep recursion?)");
+                    }
+                    if let Some(line) = store.data().last_output(1024) {
+                        message = format!("{message}; its last output: {line}");
+                    }
+                    PluginError::Trap {
+                        plugin,
+                        call,
+                        message,
+                    }
+                }
+                None if instantiating => PluginError::Instantiate {
+                    plugin,
+                    call,
+                    reason: one_line(&format!("{error:#}")),
+                },
+                None => PluginError::Trap {
+                    plugin,
+                    call,
+                    message: one_line(&format!("{error:#}")),
+                },
+            }
+        })
+    })
+}
+
+/// Runs `f` where WASI's synchronous host functions may block: they enter a Tokio runtime
+/// of their own, which panics on a thread that already drives an async runtime.
+fn outside_async_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Err(_) => f(),
+        Ok(handle) => match handle.runtime_flavor() {
+            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+            _ => thread::scope(|scope| match scope.spawn(f).join() {
+                Ok(result) => result,
+                Err(panic) => std::panic::resume_unwind(panic),
+            }),
+        },
+    }
+}

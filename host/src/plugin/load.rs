@@ -1,0 +1,198 @@
+//! Loading a plugin: the component header check, compilation, the contract and export checks,
+//! and the cache that compiles each content digest once.
+
+use std::sync::{Arc, PoisonError};
+
+use sha2::{Digest as _, Sha256};
+use wasmtime::Engine;
+use wasmtime::component::{Component, ComponentExportIndex};
+
+use super::bindings::PluginPre;
+use super::call;
+use super::error::{CONTRACT_VERSION, PluginError};
+use super::runtime::{Compiled, Plugin, Runtime, one_line, short_digest};
+use super::sandbox::LogTag;
+
+/// The name under which a plugin exports its functions, without the version.
+const EXPORT_NAME: &str = "workflow:plugin/workflow-type";
+
+/// Where the contract's functions are in one compiled plugin, found once per compilation.
+/// A call then looks up and typechecks only the function it calls, not all five as the
+/// generated bindings do on every instantiation.
+pub(super) struct Exports {
+    pub info: ComponentExportIndex,
+    pub validate: ComponentExportIndex,
+    pub template: ComponentExportIndex,
+    pub gate: ComponentExportIndex,
+    pub evaluate: ComponentExportIndex,
+}
+
+impl Exports {
+    fn find(component: &Component, origin: &str) -> Result<Self, PluginError> {
+        let interface = format!("{EXPORT_NAME}@{CONTRACT_VERSION}");
+        let missing = |what: String| PluginError::MissingExport {
+            origin: origin.to_string(),
+            exports: what,
+        };
+        let (_, instance) = component
+            .get_export(None, interface.as_str())
+            .ok_or_else(|| missing(format!("no {interface}")))?;
+        let func = |name: &str| {
+            component
+                .get_export_index(Some(&instance), name)
+                .ok_or_else(|| missing(format!("{interface} without `{name}`")))
+        };
+        Ok(Self {
+            info: func("info")?,
+            validate: func("validate")?,
+            template: func("template")?,
+            gate: func("gate")?,
+            evaluate: func("evaluate")?,
+        })
+    }
+}
+
+impl Runtime {
+    /// Loads a plugin from its bytes: compiles it (once per content digest), checks its
+    /// contract version and exports, calls its `info` and validates the answer.
+    ///
+    /// `origin` says where the bytes come from (usually the file path); it appears in messages.
+    /// Loading the same bytes again returns the cached compilation (or the cached failure,
+    /// unless it was a timeout or a full instance pool, which may pass next time).
+    ///
+    /// # Errors
+    /// [`PluginError::NotAComponent`], [`PluginError::Compile`], [`PluginError::WrongContract`],
+    /// [`PluginError::MissingExport`], [`PluginError::UnsupportedImport`],
+    /// [`PluginError::InvalidInfo`], or any call error of `info`.
+    pub fn load(&self, bytes: &[u8], origin: &str) -> Result<Arc<Plugin>, PluginError> {
+        let digest = hex::encode(Sha256::digest(bytes));
+        let cached = self
+            .inner
+            .compiled
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(&digest)
+            .cloned();
+        let compiled = match cached {
+            Some(result) => result,
+            None => {
+                let result = self.compile(bytes, origin, &digest).map(Arc::new);
+                // A timeout or a full instance pool may pass on a quieter machine: retry
+                // those on the next load; everything else is a property of the bytes.
+                let transient = matches!(
+                    result,
+                    Err(PluginError::Timeout { .. } | PluginError::Instantiate { .. })
+                );
+                if !transient {
+                    self.inner
+                        .compiled
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .insert(digest, result.clone());
+                }
+                result
+            }
+        }?;
+        Ok(Arc::new(Plugin::new(compiled, self.inner.clone(), origin)))
+    }
+
+    /// Compiles and checks `bytes`, whose sha256 is `digest`, and asks the plugin for its
+    /// `info`.
+    pub(super) fn compile(
+        &self,
+        bytes: &[u8],
+        origin: &str,
+        digest: &str,
+    ) -> Result<Compiled, PluginError> {
+        check_component_header(bytes, origin)?;
+        let engine = &self.inner.engine;
+        let component = Component::new(engine, bytes).map_err(|e| PluginError::Compile {
+            origin: origin.to_string(),
+            reason: one_line(&format!("{e:#}")),
+        })?;
+        check_exports(engine, &component, origin)?;
+        let pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
+            PluginError::UnsupportedImport {
+                origin: origin.to_string(),
+                reason: one_line(&format!("{e:#}")),
+            }
+        })?;
+        // The generated bindings check every export's signature against the contract.
+        PluginPre::new(pre.clone()).map_err(|e| PluginError::MissingExport {
+            origin: origin.to_string(),
+            exports: one_line(&format!("{e:#}")),
+        })?;
+        let exports = Exports::find(&component, origin)?;
+        // Until `info` answers, the plugin is known only by where it comes from.
+        let tag = LogTag {
+            plugin: origin.into(),
+            digest: short_digest(digest).into(),
+        };
+        let (info, schema) = call::info(&self.inner, &pre, &exports, &tag, origin)?;
+        Ok(Compiled {
+            pre,
+            exports,
+            info,
+            schema,
+            digest: digest.to_string(),
+            size: bytes.len(),
+        })
+    }
+}
+
+/// Refuses what is not a component before the compiler does, with a clearer message.
+fn check_component_header(bytes: &[u8], origin: &str) -> Result<(), PluginError> {
+    let not_a_component = |reason: &str| PluginError::NotAComponent {
+        origin: origin.to_string(),
+        reason: reason.to_string(),
+    };
+    if bytes.len() < 8 || &bytes[..4] != b"\0asm" {
+        return Err(not_a_component(
+            "it does not start with the WebAssembly magic bytes (is it a .wasm file?)",
+        ));
+    }
+    match bytes[4..8] {
+        [0x0d, 0x00, 0x01, 0x00] => Ok(()),
+        [0x01, 0x00, 0x00, 0x00] => Err(not_a_component(
+            "it is a core WebAssembly module; build the plugin for wasm32-wasip2 (or run \
+             `wasm-tools component new`) to get a component",
+        )),
+        _ => Err(not_a_component("unknown WebAssembly version or layer")),
+    }
+}
+
+/// Finds the `workflow-type` export and checks its contract version.
+fn check_exports(engine: &Engine, component: &Component, origin: &str) -> Result<(), PluginError> {
+    let ty = component.component_type();
+    let exports: Vec<String> = ty
+        .exports(engine)
+        .map(|(name, _)| name.to_string())
+        .collect();
+    let expected = format!("{EXPORT_NAME}@{CONTRACT_VERSION}");
+    if exports.contains(&expected) {
+        return Ok(());
+    }
+    if let Some(found) = exports
+        .iter()
+        .find_map(|name| name.strip_prefix(EXPORT_NAME)?.strip_prefix('@'))
+    {
+        return Err(PluginError::WrongContract {
+            origin: origin.to_string(),
+            found: found.to_string(),
+        });
+    }
+    if exports.iter().any(|name| name == EXPORT_NAME) {
+        return Err(PluginError::WrongContract {
+            origin: origin.to_string(),
+            found: "(unversioned)".to_string(),
+        });
+    }
+    Err(PluginError::MissingExport {
+        origin: origin.to_string(),
+        exports: if exports.is_empty() {
+            "none".to_string()
+        } else {
+            exports.join(", ")
+        },
+    })
+}
