@@ -8,7 +8,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy bench
+.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy bench bench-cluster
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -60,6 +60,9 @@ deploy: ## Install CRDs, RBAC, the plugins ConfigMap and the Deployment (needs t
 
 demo: plugins build ## Everything on the local cluster: the seed's sample group, run to Completed
 	./scripts/demo.sh
+
+bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once
+	N=$(or $(N),100) ./scripts/bench-cluster.sh
 
 bench: plugins ## Plugin call benchmarks (criterion)
 	$(CARGO) bench -p workflow-operator --features bench --bench plugin_calls

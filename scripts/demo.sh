@@ -64,8 +64,8 @@ for _ in $(seq 1 600); do
   sleep 0.2
 done
 
-step "kubectl get wfg,wf,jobs"
-kubectl get wfg,wf,jobs
+step "kubectl get wfg,wf,pods"
+kubectl get wfg,wf,pods
 
 cat <<EOT
 

@@ -124,8 +124,21 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let readiness = Readiness::default();
         readiness.set_plugins_loaded();
 
-        let client = kube::Client::try_default().await?;
         let metrics = Arc::new(Metrics::register(&mut prometheus));
+        let counted = metrics.clone();
+        let count_requests = tower::util::MapRequestLayer::new(
+            move |request: ::http::Request<kube::client::Body>| {
+                counted.api_request(
+                    request.method().as_str(),
+                    request.uri().path(),
+                    request.uri().query(),
+                );
+                request
+            },
+        );
+        let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
+            .with_layer(&count_requests)
+            .build();
         tokio::spawn(http::serve(
             args.http_addr,
             Arc::new(prometheus),

@@ -436,6 +436,13 @@ fn an_at_group_runs_no_pod_before_its_schedule_and_runs_it_after() {
         "the at workflow never said it waits for its schedule"
     );
     wait_group_phase(&ns, "later", "Completed", &mut operator);
+    // Completed, its step no longer says it waits for its schedule (a status written whole).
+    let workflow = &list(&ns, "workflows", None)[0];
+    let details = &workflow["status"]["stepDetails"];
+    assert!(
+        !details.to_string().contains("waiting for its schedule"),
+        "a completed step keeps a stale message: {details}"
+    );
     let pods = list(&ns, "pods", None);
     assert_eq!(pods.len(), 1);
     let created = text(&pods[0], "/metadata/creationTimestamp");

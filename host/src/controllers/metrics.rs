@@ -20,6 +20,14 @@ struct ControllerLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ApiLabels {
+    /// get, list, watch, create, update, patch, delete.
+    verb: String,
+    /// The resource, with its subresource: `pods`, `workflows/status`, `events`.
+    resource: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ReconcileLabels {
     controller: String,
     /// `ok` or `error`.
@@ -31,6 +39,7 @@ pub struct Metrics {
     finished: Family<PhaseLabels, Counter>,
     reconcile_errors: Family<ControllerLabels, Counter>,
     reconcile_duration: Family<ReconcileLabels, Histogram>,
+    api_requests: Family<ApiLabels, Counter>,
 }
 
 impl Default for Metrics {
@@ -44,6 +53,7 @@ impl Default for Metrics {
                     0.0001, 2.0, 18,
                 ))
             }),
+            api_requests: Family::default(),
         }
     }
 }
@@ -68,7 +78,23 @@ impl Metrics {
             "How long reconciles took, by controller and result",
             metrics.reconcile_duration.clone(),
         );
+        sub.register(
+            "api_requests",
+            "Requests the operator made to the Kubernetes API, by verb and resource",
+            metrics.api_requests.clone(),
+        );
         metrics
+    }
+
+    /// Counts one request to the Kubernetes API (called by the client's request layer).
+    pub fn api_request(&self, method: &str, path: &str, query: Option<&str>) {
+        let (verb, resource) = classify_request(method, path, query);
+        self.api_requests
+            .get_or_create(&ApiLabels {
+                verb: verb.into(),
+                resource,
+            })
+            .inc();
     }
 
     /// Counts a Workflow reaching `phase`.
@@ -107,5 +133,109 @@ impl Metrics {
                 result: if ok { "ok" } else { "error" }.into(),
             })
             .observe(took.as_secs_f64());
+    }
+}
+
+/// The verb and resource of a Kubernetes API request, from its method, path and query:
+/// `GET /api/v1/namespaces/ns/pods?watch=true` is (`watch`, `pods`), `PATCH
+/// /apis/workflow.rxg456.cn/v1alpha1/namespaces/ns/workflows/wf/status` is (`patch`,
+/// `workflows/status`).
+pub fn classify_request(method: &str, path: &str, query: Option<&str>) -> (&'static str, String) {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    // /api/{version}/... or /apis/{group}/{version}/...
+    let rest = match segments.first() {
+        Some(&"api") => segments.get(2..),
+        Some(&"apis") => segments.get(3..),
+        _ => None,
+    }
+    .unwrap_or(&[]);
+    let rest = match rest {
+        ["namespaces", _, tail @ ..] if !tail.is_empty() => tail,
+        other => other,
+    };
+    let (resource, named) = match rest {
+        [] => ("other".to_string(), false),
+        [resource] => ((*resource).to_string(), false),
+        [resource, _name] => ((*resource).to_string(), true),
+        [resource, _name, sub, ..] => (format!("{resource}/{sub}"), true),
+    };
+    let watch = query.is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    let verb = match method {
+        "GET" if watch => "watch",
+        "GET" if named => "get",
+        "GET" => "list",
+        "POST" => "create",
+        "PUT" => "update",
+        "PATCH" => "patch",
+        "DELETE" => "delete",
+        _ => "other",
+    };
+    (verb, resource)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_classified_by_verb_and_resource() {
+        let cases = [
+            (
+                "GET",
+                "/api/v1/namespaces/ns/pods",
+                Some("labelSelector=a&watch=true"),
+                ("watch", "pods"),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/ns/pods",
+                Some("labelSelector=a"),
+                ("list", "pods"),
+            ),
+            (
+                "GET",
+                "/api/v1/namespaces/ns/pods/p-1",
+                None,
+                ("get", "pods"),
+            ),
+            (
+                "POST",
+                "/api/v1/namespaces/ns/pods",
+                None,
+                ("create", "pods"),
+            ),
+            (
+                "PATCH",
+                "/apis/workflow.rxg456.cn/v1alpha1/namespaces/ns/workflows/wf/status",
+                None,
+                ("patch", "workflows/status"),
+            ),
+            (
+                "GET",
+                "/apis/workflow.rxg456.cn/v1alpha1/workflowgroups",
+                Some("watch=1"),
+                ("watch", "workflowgroups"),
+            ),
+            (
+                "POST",
+                "/apis/events.k8s.io/v1/namespaces/ns/events",
+                None,
+                ("create", "events"),
+            ),
+            (
+                "DELETE",
+                "/api/v1/namespaces/ns/pods/p-1",
+                None,
+                ("delete", "pods"),
+            ),
+            ("GET", "/version", None, ("list", "other")),
+        ];
+        for (method, path, query, (verb, resource)) in cases {
+            assert_eq!(
+                classify_request(method, path, query),
+                (verb, resource.to_string()),
+                "{method} {path}"
+            );
+        }
     }
 }

@@ -90,17 +90,27 @@ where
     }
 }
 
-/// Writes `new` as the status of `name` when it differs from `old`.
+/// The field manager of every status the operator writes.
+pub const FIELD_MANAGER: &str = "workflow-operator";
+
+/// Writes `new` as the status of `name` when it differs from `old`, by server-side apply: the
+/// status is written whole, so a field the new status leaves out (a step's message that no
+/// longer applies) disappears, which a merge patch cannot do.
 pub async fn write_status<K, S>(api: &Api<K>, name: &str, old: &S, new: &S) -> Result<()>
 where
-    K: Resource + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
 {
     if old == new {
         return Ok(());
     }
-    let patch = serde_json::json!({ "status": new });
-    api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+    let patch = serde_json::json!({
+        "apiVersion": K::api_version(&()),
+        "kind": K::kind(&()),
+        "status": new,
+    });
+    let params = PatchParams::apply(FIELD_MANAGER).force();
+    api.patch_status(name, &params, &Patch::Apply(&patch))
         .await
         .map_err(Error::Kube)?;
     Ok(())
