@@ -41,7 +41,8 @@ start_operator() {
   local ns="$1"
   mkdir -p "$work/plugins"
   cp "$TARGET"/plugins/*.wasm "$work/plugins/"
-  "$BIN" run --namespace "$ns" --plugin-dir "$work/plugins" --http-addr 127.0.0.1:0 \
+  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  "$BIN" run --namespace "$ns" --plugin-dir "$work/plugins" --http-addr "127.0.0.1:$port" \
     >"$work/operator-$ns.log" 2>&1 &
   operator_pid=$!
   for _ in $(seq 1 200); do
@@ -99,12 +100,14 @@ t1=$(date +%s.%N)
 hwm_kib=$(awk '/VmHWM/ {print $2}' "/proc/$operator_pid/status")
 ticks=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")
 hz=$(getconf CLK_TCK)
+curl -fsS "http://127.0.0.1:$port/metrics" >"$work/metrics.txt" || true
 workflows=$(kubectl -n "$ns" get wf --no-headers | wc -l)
 pods=$(kubectl -n "$ns" get pods --no-headers | wc -l)
 stop_operator
 
-python3 - "$work/sample-times" "$N" "$t0" "$t1" "$hwm_kib" "$ticks" "$hz" "$workflows" "$pods" <<'PY'
-import statistics, sys
+python3 - "$work/sample-times" "$N" "$t0" "$t1" "$hwm_kib" "$ticks" "$hz" "$workflows" "$pods" "$work/metrics.txt" <<'PY'
+import re, statistics, sys
+from collections import Counter
 times = sorted(float(l) for l in open(sys.argv[1]) if l.strip())
 n = int(sys.argv[2]); t0, t1 = float(sys.argv[3]), float(sys.argv[4])
 hwm, ticks, hz = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
@@ -117,4 +120,14 @@ print(f"| {n} groups at once: wall time | {wall:.1f} s ({n / wall:.2f} groups/s)
 print(f"| operator peak RSS (VmHWM) | {hwm / 1024:.1f} MiB |")
 print(f"| operator CPU | {cpu:.1f} s ({1000 * cpu / steps:.1f} ms per step) |")
 print(f"| Workflows / step pods | {workflows} / {pods} (expected {3 * n} / {steps}) |")
+verbs = Counter()
+for line in open(sys.argv[10]):
+    m = re.match(r'workflow_operator_api_requests_total\{(.*)\} (\d+)', line)
+    if m:
+        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+        verbs[labels.get("verb", "?")] += int(m.group(2))
+if verbs:
+    per = ", ".join(f"{v} {c / steps:.2f}" for v, c in sorted(verbs.items()))
+    writes = sum(c for v, c in verbs.items() if v in ("create", "update", "patch", "delete"))
+    print(f"| API requests per step, by verb | {per} (writes {writes / steps:.2f}) |")
 PY

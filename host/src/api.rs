@@ -16,13 +16,13 @@ pub const GROUP: &str = "workflow.rxg456.cn";
 pub const LABEL_GROUP_NAME: &str = "workflow.rxg456.cn/group-name";
 /// Label naming a Workflow's type (seed).
 pub const LABEL_WORKFLOW_TYPE: &str = "workflow.rxg456.cn/workflow-type";
-/// Label naming the Workflow a Job runs a step of.
+/// Label naming the Workflow a step pod runs a step of.
 pub const LABEL_WORKFLOW_NAME: &str = "workflow.rxg456.cn/workflow-name";
-/// Label with the UID of the Workflow a Job belongs to (names may exceed a label's 63 characters).
+/// Label with the UID of the Workflow a step pod belongs to (names may exceed a label's 63 characters).
 pub const LABEL_WORKFLOW_UID: &str = "workflow.rxg456.cn/workflow-uid";
-/// Label naming the step a Job runs.
+/// Label naming the step a pod runs.
 pub const LABEL_STEP: &str = "workflow.rxg456.cn/step";
-/// Label with the attempt (from 1) a Job is.
+/// Label with the attempt (from 1) a step pod is.
 pub const LABEL_ATTEMPT: &str = "workflow.rxg456.cn/attempt";
 /// Annotation recording the digest of the plugin that templated a Workflow.
 pub const ANNOTATION_PLUGIN_DIGEST: &str = "workflow.rxg456.cn/plugin-digest";

@@ -15,7 +15,7 @@ pub enum GraphError {
     /// Two steps share a name.
     #[error("step name {0:?} is used more than once")]
     DuplicateName(String),
-    /// A step name Kubernetes cannot use in labels and Job names.
+    /// A step name Kubernetes cannot use in labels and pod names.
     #[error("step name {name:?} is invalid: {reason}")]
     InvalidName { name: String, reason: String },
     /// A dependency names no step of the workflow.

@@ -121,7 +121,7 @@ pub enum Gate {
 /// The evidence of one finished attempt of a step.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StepOutcome {
-    /// Whether the step's Job succeeded.
+    /// Whether the step's pod succeeded.
     pub succeeded: bool,
     /// The container's exit code, when known.
     pub exit_code: Option<i32>,
@@ -147,7 +147,7 @@ pub enum Verdict {
 /// Longest part of a termination message quoted in a verdict's reason, in bytes.
 const MAX_QUOTED: usize = 1024;
 
-/// The default success logic: an attempt whose Job succeeded with exit code 0 (or no known
+/// The default success logic: an attempt whose pod succeeded with exit code 0 (or no known
 /// code) is [`Verdict::Completed`]; anything else is [`Verdict::Failed`] with a reason built
 /// from the exit code and the termination message.
 ///

@@ -41,7 +41,7 @@ pub enum PluginCommand {
         /// The step, by name, as the plugin's template names it.
         #[arg(long)]
         step: String,
-        /// The exit code of the step's container (0 means its Job succeeded).
+        /// The exit code of the step's container (0 means its pod succeeded).
         #[arg(long, allow_negative_numbers = true)]
         exit_code: i32,
         /// The container's termination message (its last output).

@@ -9,7 +9,7 @@
 //!
 //! # Success logic
 //!
-//! The step succeeds when its Job succeeds with exit code 0 **and** its termination message
+//! The step succeeds when its pod succeeds with exit code 0 **and** its termination message
 //! reports no problem. A check reports a problem with one line per target (see
 //! [`workflow_plugin_sdk::report`]), case-insensitively:
 //!
