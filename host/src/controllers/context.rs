@@ -3,13 +3,16 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::events::{Event, Recorder};
+use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 use tracing::warn;
 
 use super::error::Backoff;
 use super::metrics::Metrics;
 use super::status::{Transition, truncate};
+use crate::api::Workflow;
 use crate::plugin::PluginRegistry;
 
 /// Settings of the controllers.
@@ -30,6 +33,10 @@ pub struct Context {
     pub config: OperatorConfig,
     /// Consecutive failures per object, for exponential retry delays.
     pub backoff: Backoff,
+    /// Every Workflow the operator watches, as its watch last said (no LIST per reconcile).
+    pub workflows: Store<Workflow>,
+    /// Every step pod the operator watches (labelled with a workflow UID).
+    pub pods: Store<Pod>,
 }
 
 impl Context {

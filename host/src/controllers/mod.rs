@@ -19,10 +19,11 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
+use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::watcher;
-use kube::{Api, Client};
+use kube::runtime::{WatchStreamExt, reflector, watcher};
+use kube::{Api, Client, Resource};
 use tracing::{info, warn};
 
 pub use context::{Context, OperatorConfig};
@@ -41,6 +42,11 @@ fn plugin_changes(registry: &PluginRegistry) -> impl futures::Stream<Item = ()> 
     })
 }
 
+/// Drops an object's managedFields before it is cached: nothing here reads them.
+fn strip_managed_fields<K: Resource>(obj: &mut K) {
+    obj.meta_mut().managed_fields = None;
+}
+
 /// Runs both controllers until a shutdown signal. `readiness` learns when both controllers'
 /// caches have synced.
 pub async fn run(
@@ -54,6 +60,51 @@ pub async fn run(
         controller: "workflow-operator".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
+    let (groups, workflows, workflow_metas, pods): (
+        Api<WorkflowGroup>,
+        Api<Workflow>,
+        Api<PartialObjectMeta<Workflow>>,
+        Api<Pod>,
+    ) = match &config.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+        ),
+    };
+    // Every watched object goes through a reflector store that the reconciles read instead of
+    // listing from the API server; managedFields (a quarter of an object) are dropped first.
+    let (group_store, group_writer) = reflector::store();
+    let group_stream = watcher(groups, watcher::Config::default())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(group_writer)
+        .applied_objects();
+    let (workflow_store, workflow_writer) = reflector::store();
+    let workflow_stream = watcher(workflows, watcher::Config::default())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(workflow_writer)
+        .applied_objects();
+    let (pod_store, pod_writer) = reflector::store();
+    let pod_stream = watcher(pods, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(pod_writer)
+        .touched_objects();
+    // The group controller learns of its Workflows' changes through a watch of its own (the
+    // Workflow store above feeds the Workflow controller).
+    let workflow_changes = watcher(workflow_metas, watcher::Config::default())
+        .default_backoff()
+        .touched_objects();
+
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry: registry.clone(),
@@ -61,42 +112,27 @@ pub async fn run(
         metrics,
         config,
         backoff: error::Backoff::default(),
+        workflows: workflow_store.clone(),
+        pods: pod_store.clone(),
     });
-    let (groups, workflows, pods): (Api<WorkflowGroup>, Api<Workflow>, Api<Pod>) =
-        match &ctx.config.namespace {
-            Some(ns) => (
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-            ),
-            None => (
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-            ),
-        };
     let controller_config = ControllerConfig::default().concurrency(8);
 
-    let group_controller = Controller::new(groups, watcher::Config::default())
-        .owns(workflows.clone(), watcher::Config::default())
-        .reconcile_all_on(plugin_changes(&registry))
-        .with_config(controller_config.clone());
-    let workflow_controller = Controller::new(workflows, watcher::Config::default())
-        .owns(pods, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
-        .reconcile_all_on(plugin_changes(&registry))
-        .with_config(controller_config);
-
-    let (group_store, workflow_store) = (group_controller.store(), workflow_controller.store());
+    let ready_stores = (group_store.clone(), workflow_store.clone(), pod_store);
     tokio::spawn(async move {
-        if group_store.wait_until_ready().await.is_ok()
-            && workflow_store.wait_until_ready().await.is_ok()
+        let (groups, workflows, pods) = ready_stores;
+        if groups.wait_until_ready().await.is_ok()
+            && workflows.wait_until_ready().await.is_ok()
+            && pods.wait_until_ready().await.is_ok()
         {
             info!("controller caches synced");
             readiness.set_controllers_synced();
         }
     });
 
-    let group_controller = group_controller
+    let group_controller = Controller::for_stream(group_stream, group_store)
+        .owns_stream(workflow_changes)
+        .reconcile_all_on(plugin_changes(&registry))
+        .with_config(controller_config.clone())
         .shutdown_on_signal()
         .run(
             workflowgroup::reconcile,
@@ -108,7 +144,10 @@ pub async fn run(
                 warn!(%error, "workflowgroup controller");
             }
         });
-    let workflow_controller = workflow_controller
+    let workflow_controller = Controller::for_stream(workflow_stream, workflow_store)
+        .owns_stream(pod_stream)
+        .reconcile_all_on(plugin_changes(&registry))
+        .with_config(controller_config)
         .shutdown_on_signal()
         .run(workflow::reconcile, sync::error_policy::<Workflow>, ctx)
         .for_each(|res| async move {

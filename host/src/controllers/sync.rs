@@ -1,5 +1,5 @@
-//! The frame both controllers share around their pure plans: find the children an object
-//! controls, create children idempotently, write status only when it changed, publish the
+//! The frame both controllers share around their pure plans: tell the children an object
+//! controls (read from the watch caches, never listed), create children idempotently, delete, write status only when it changed, publish the
 //! plan's events, and handle a failed reconcile (log, count, back off). Each reconcile runs in
 //! a tracing span naming its object and is timed.
 
@@ -8,7 +8,7 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
@@ -25,28 +25,6 @@ pub fn controlled_by(obj: &impl Resource, owner_uid: &str) -> bool {
     obj.owner_references()
         .iter()
         .any(|o| o.uid == owner_uid && o.controller == Some(true))
-}
-
-/// The objects matching the label `selector`.
-pub async fn list_labelled<K>(api: &Api<K>, selector: &str) -> Result<Vec<K>>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    let listed = api
-        .list(&ListParams::default().labels(selector))
-        .await
-        .map_err(Error::Kube)?;
-    Ok(listed.items)
-}
-
-/// The objects matching the label `selector` that the object with `owner_uid` controls.
-pub async fn list_controlled<K>(api: &Api<K>, selector: &str, owner_uid: &str) -> Result<Vec<K>>
-where
-    K: Resource + Clone + DeserializeOwned + Debug,
-{
-    let mut objects = list_labelled(api, selector).await?;
-    objects.retain(|o| controlled_by(o, owner_uid));
-    Ok(objects)
 }
 
 /// Creates `child`, whose name is deterministic. One that already exists and is controlled by

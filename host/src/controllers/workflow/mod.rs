@@ -26,7 +26,7 @@ use self::pod::{build_pod, latest_attempts};
 use super::context::Context;
 use super::error::{Error, Result};
 use super::sync;
-use crate::api::{LABEL_WORKFLOW_UID, PluginRef, Workflow};
+use crate::api::{LABEL_WORKFLOW_UID, Phase, PluginRef, Workflow, WorkflowStatus};
 
 /// Reconciles one Workflow.
 pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action> {
@@ -60,9 +60,23 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     };
 
     let uid = workflow.uid().unwrap_or_default();
-    let selector = format!("{LABEL_WORKFLOW_UID}={uid}");
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let pods = sync::list_controlled(&pods_api, &selector, &uid).await?;
+    let mut pods: Vec<Pod> = ctx
+        .pods
+        .state()
+        .iter()
+        .filter(|p| {
+            p.labels().get(LABEL_WORKFLOW_UID) == Some(&uid) && sync::controlled_by(&***p, &uid)
+        })
+        .map(|p| Pod::clone(p))
+        .collect();
+    // The cache may lag behind our own writes: a pod the status says was started and the cache
+    // does not hold yet is asked for directly, so that only a pod really gone counts as deleted.
+    for missing in unseen_pods(&old, &pods) {
+        if let Some(pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
+            pods.push(pod);
+        }
+    }
     let now = Timestamp::now();
     let attempts = latest_attempts(workflow, &pods, now);
     let plan = plan_workflow(workflow, &attempts, plugin.as_ref(), &plugin_ref, now);
@@ -94,4 +108,14 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         Some(after) => Action::requeue(after.max(Duration::from_millis(200))),
         None => Action::await_change(),
     })
+}
+
+/// Pods of running steps that the status records and `pods` does not hold.
+fn unseen_pods(old: &WorkflowStatus, pods: &[Pod]) -> Vec<String> {
+    old.step_status
+        .iter()
+        .filter(|(_, phase)| **phase == Phase::Running)
+        .filter_map(|(step, _)| old.step_details.get(step)?.pod.clone())
+        .filter(|name| !pods.iter().any(|p| p.metadata.name.as_ref() == Some(name)))
+        .collect()
 }

@@ -21,7 +21,7 @@ use self::plan::{GroupPlugins, ObservedWorkflow, PluginState, name_taken, plan_g
 use super::context::Context;
 use super::error::{Error, Result};
 use super::sync;
-use crate::api::{LABEL_GROUP_NAME, Workflow, WorkflowGroup};
+use crate::api::{Workflow, WorkflowGroup};
 use crate::plugin::PluginRegistry;
 use crate::render::{RenderError, render_workflow, type_params};
 
@@ -41,13 +41,17 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     let workflows_api: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = group.uid().unwrap_or_default();
 
-    let selector = format!("{LABEL_GROUP_NAME}={name}");
-    let workflows: BTreeMap<String, ObservedWorkflow> =
-        sync::list_controlled(&workflows_api, &selector, &uid)
-            .await?
-            .iter()
-            .map(|w| (w.spec.type_.clone(), ObservedWorkflow::of(w)))
-            .collect();
+    // From the watch cache: a Workflow created a moment ago may be missing yet, and creating
+    // it again finds it (its name is deterministic).
+    let workflows: BTreeMap<String, ObservedWorkflow> = ctx
+        .workflows
+        .state()
+        .iter()
+        .filter(|w| {
+            w.namespace().as_deref() == Some(ns.as_str()) && sync::controlled_by(&***w, &uid)
+        })
+        .map(|w| (w.spec.type_.clone(), ObservedWorkflow::of(w)))
+        .collect();
 
     let now = Timestamp::now();
     let plugins = RegistryPlugins {
