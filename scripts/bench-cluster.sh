@@ -17,8 +17,8 @@ export KUBECONFIG="$STATE/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
-KUBECTL="${KUBECTL:-kubectl}"
-kubectl() { "$KUBECTL" --request-timeout=60s "$@"; }
+KUBECTL="${KUBECTL:-$(command -v kubectl)}"
+kubectl() { command "$KUBECTL" --request-timeout=60s "$@"; }
 say() { printf '[bench] %s\n' "$*" >&2; }
 
 say "building the release operator"
@@ -68,7 +68,7 @@ start_operator "$ns"
 : >"$work/sample-times"
 for i in $(seq 1 "$RUNS"); do
   name="sample-$i"
-  sed "s/name: workflowgroup-sample/name: $name/" "$SAMPLE" >"$work/$name.yaml"
+  sed -e "s/name: workflowgroup-sample/name: $name/" -e '/^  namespace:/d' "$SAMPLE" >"$work/$name.yaml"
   t0=$(date +%s.%N)
   kubectl -n "$ns" apply -f "$work/$name.yaml" >/dev/null
   kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Completed "wfg/$name" --timeout=120s >/dev/null
@@ -84,7 +84,7 @@ fresh_namespace "$ns"
 start_operator "$ns"
 python3 - "$SAMPLE" "$N" >"$work/groups.yaml" <<'PY'
 import sys
-sample = open(sys.argv[1]).read()
+sample = "".join(l for l in open(sys.argv[1]) if not l.startswith("  namespace:"))
 for i in range(int(sys.argv[2])):
     print("---")
     print(sample.replace("name: workflowgroup-sample", f"name: group-{i:04d}"))

@@ -19,7 +19,6 @@ use std::sync::Arc;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
-use kube::core::PartialObjectMeta;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
@@ -60,25 +59,19 @@ pub async fn run(
         controller: "workflow-operator".into(),
         instance: std::env::var("POD_NAME").ok(),
     };
-    let (groups, workflows, workflow_metas, pods): (
-        Api<WorkflowGroup>,
-        Api<Workflow>,
-        Api<PartialObjectMeta<Workflow>>,
-        Api<Pod>,
-    ) = match &config.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-        ),
-    };
+    let (groups, workflows, pods): (Api<WorkflowGroup>, Api<Workflow>, Api<Pod>) =
+        match &config.namespace {
+            Some(ns) => (
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+                Api::namespaced(client.clone(), ns),
+            ),
+            None => (
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+                Api::all(client.clone()),
+            ),
+        };
     // Every watched object goes through a reflector store that the reconciles read instead of
     // listing from the API server; managedFields (a quarter of an object) are dropped first.
     let (group_store, group_writer) = reflector::store();
@@ -87,24 +80,27 @@ pub async fn run(
         .modify(strip_managed_fields)
         .reflect(group_writer)
         .applied_objects();
-    let (workflow_store, workflow_writer) = reflector::store();
-    let workflow_stream = watcher(workflows, watcher::Config::default())
+    // One watch of Workflows feeds a shared store: the Workflow controller runs on it, and the
+    // group controller is told of its Workflows' changes by it, only once the store holds
+    // them (a second watch could tell it before the store it reads has caught up).
+    let (workflow_store, workflow_writer) = reflector::store_shared(1024);
+    let workflow_events = workflow_writer.subscribe();
+    let group_triggers = workflow_writer.subscribe();
+    let workflow_watch = watcher(workflows, watcher::Config::default())
         .default_backoff()
         .modify(strip_managed_fields)
-        .reflect(workflow_writer)
-        .applied_objects();
+        .reflect_shared(workflow_writer)
+        .for_each(|event| async move {
+            if let Err(error) = event {
+                warn!(%error, "workflow watch");
+            }
+        });
     let (pod_store, pod_writer) = reflector::store();
     let pod_stream = watcher(pods, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(pod_writer)
         .touched_objects();
-    // The group controller learns of its Workflows' changes through a watch of its own (the
-    // Workflow store above feeds the Workflow controller).
-    let workflow_changes = watcher(workflow_metas, watcher::Config::default())
-        .default_backoff()
-        .touched_objects();
-
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry: registry.clone(),
@@ -129,8 +125,12 @@ pub async fn run(
         }
     });
 
+    let (Some(workflow_events), Some(group_triggers)) = (workflow_events, group_triggers) else {
+        warn!("the shared Workflow store has no subscribers; not starting the controllers");
+        return;
+    };
     let group_controller = Controller::for_stream(group_stream, group_store)
-        .owns_stream(workflow_changes)
+        .owns_shared_stream(group_triggers)
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config.clone())
         .shutdown_on_signal()
@@ -144,7 +144,7 @@ pub async fn run(
                 warn!(%error, "workflowgroup controller");
             }
         });
-    let workflow_controller = Controller::for_stream(workflow_stream, workflow_store)
+    let workflow_controller = Controller::for_shared_stream(workflow_events, workflow_store)
         .owns_stream(pod_stream)
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config)
@@ -156,6 +156,10 @@ pub async fn run(
             }
         });
     info!("controllers started");
-    futures::join!(group_controller, workflow_controller);
+    // The shared watch ends with the controllers (on shutdown they stop reading from it).
+    tokio::select! {
+        _ = workflow_watch => {}
+        _ = futures::future::join(group_controller, workflow_controller) => {}
+    }
     info!("controllers stopped");
 }
