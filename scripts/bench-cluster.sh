@@ -92,8 +92,10 @@ PY
 t0=$(date +%s.%N)
 kubectl -n "$ns" apply -f "$work/groups.yaml" >/dev/null
 while :; do
-  done_count=$(kubectl -n "$ns" get wfg -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}' | grep -c '^Completed$' || true)
-  [ "$done_count" -ge "$N" ] && break
+  phases=$(kubectl -n "$ns" get wfg -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
+  completed=$(grep -c '^Completed$' <<<"$phases" || true)
+  failed=$(grep -c '^Failed$' <<<"$phases" || true)
+  [ $((completed + failed)) -ge "$N" ] && break
   sleep 0.5
 done
 t1=$(date +%s.%N)
@@ -105,7 +107,7 @@ workflows=$(kubectl -n "$ns" get wf --no-headers | wc -l)
 pods=$(kubectl -n "$ns" get pods --no-headers | wc -l)
 stop_operator
 
-python3 - "$work/sample-times" "$N" "$t0" "$t1" "$hwm_kib" "$ticks" "$hz" "$workflows" "$pods" "$work/metrics.txt" <<'PY'
+python3 - "$work/sample-times" "$N" "$t0" "$t1" "$hwm_kib" "$ticks" "$hz" "$workflows" "$pods" "$work/metrics.txt" "$completed" "$failed" <<'PY'
 import re, statistics, sys
 from collections import Counter
 times = sorted(float(l) for l in open(sys.argv[1]) if l.strip())
@@ -116,18 +118,22 @@ wall = t1 - t0; cpu = ticks / hz; steps = 5 * n
 print(f"| figure | value |")
 print(f"|---|---|")
 print(f"| seed sample, apply to Completed ({len(times)} runs) | min {times[0]:.2f} s, median {statistics.median(times):.2f} s, max {times[-1]:.2f} s |")
-print(f"| {n} groups at once: wall time | {wall:.1f} s ({n / wall:.2f} groups/s) |")
+print(f"| {n} groups at once: wall time | {wall:.1f} s ({n / wall:.2f} groups/s); {sys.argv[11]} Completed, {sys.argv[12]} Failed |")
 print(f"| operator peak RSS (VmHWM) | {hwm / 1024:.1f} MiB |")
 print(f"| operator CPU | {cpu:.1f} s ({1000 * cpu / steps:.1f} ms per step) |")
 print(f"| Workflows / step pods | {workflows} / {pods} (expected {3 * n} / {steps}) |")
 verbs = Counter()
+by_resource = Counter()
 for line in open(sys.argv[10]):
     m = re.match(r'workflow_operator_api_requests_total\{(.*)\} (\d+)', line)
     if m:
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         verbs[labels.get("verb", "?")] += int(m.group(2))
+        by_resource[f'{labels.get("verb")} {labels.get("resource")}'] += int(m.group(2))
 if verbs:
     per = ", ".join(f"{v} {c / steps:.2f}" for v, c in sorted(verbs.items()))
     writes = sum(c for v, c in verbs.items() if v in ("create", "update", "patch", "delete"))
     print(f"| API requests per step, by verb | {per} (writes {writes / steps:.2f}) |")
+    detail = ", ".join(f"{k} {c / steps:.2f}" for k, c in sorted(by_resource.items()))
+    print(f"| ... by verb and resource | {detail} |")
 PY

@@ -8,6 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use super::pod::pod_name;
 use super::step::{Attempt, StepJudge, StepMove, StepView, decide_step};
 use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, ConditionStatus, LABEL_GROUP_NAME, Phase, PluginRef, StepDetail,
@@ -219,6 +220,7 @@ pub fn plan_workflow(
             StepMove::Start => {
                 plan.start.push((name.clone(), 1));
                 detail.attempts = 1;
+                detail.pod = Some(pod_name(workflow, name, 1));
                 detail.message = None;
                 plan.events.push(
                     Transition::normal("StepStarted", format!("step {name} started (attempt 1)"))
@@ -236,6 +238,7 @@ pub fn plan_workflow(
                 let next = attempt + 1;
                 plan.start.push((name.clone(), next));
                 detail.attempts = next;
+                detail.pod = Some(pod_name(workflow, name, next));
                 detail.message = Some(format!("retrying: {why}"));
                 plan.events.push(
                     Transition::warning(
@@ -374,19 +377,21 @@ fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
 }
 
 /// The attempt whose pod is gone: the status records that attempt `n` of `step` was started
-/// (its pod is created before the status is written) and the step Running, but no pod of
-/// attempt `n` exists any more. It was deleted before it finished: a failed attempt.
+/// (its pod is created before the status is written), its pod's name and the step Running,
+/// but no pod of attempt `n` is observed (the reconcile asks the API server for a pod its
+/// cache lacks, so this means gone). It was deleted before it finished: a failed attempt.
 fn vanished_attempt(
     step: &str,
     old: &WorkflowStatus,
     observed: Option<&Attempt>,
 ) -> Option<Attempt> {
     let recorded = old.step_details.get(step)?;
+    let pod = recorded.pod.clone()?;
     let running = old.step_status.get(step) == Some(&Phase::Running);
     let seen = observed.map_or(0, |a| a.number);
     (running && recorded.attempts > seen).then(|| Attempt {
         number: recorded.attempts,
-        pod: recorded.pod.clone().unwrap_or_default(),
+        pod,
         outcome: Some(StepOutcome {
             succeeded: false,
             exit_code: None,
@@ -859,5 +864,24 @@ mod tests {
         let plan = plan_now(&wf, &stuck, &Judge::new());
         assert_eq!(plan.stop, ["pod-validate-nodes-1".to_string()]);
         assert_eq!(plan.status.phase, Some(Phase::Failed));
+    }
+
+    #[test]
+    fn a_running_step_whose_pod_name_is_not_recorded_is_not_presumed_deleted() {
+        let wf = workflow(SEED);
+        let mut started = plan_now(&wf, &Attempts::new(), &Judge::new());
+        assert_eq!(
+            started.status.step_details["validate-nodes"].pod.as_deref(),
+            Some(pod_name(&wf, "validate-nodes", 1).as_str()),
+            "a started step records its pod"
+        );
+        if let Some(detail) = started.status.step_details.get_mut("validate-nodes") {
+            detail.pod = None;
+        }
+        let mut wf = wf;
+        wf.status = Some(started.status);
+        let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
+        assert_eq!(plan.status.phase, Some(Phase::Running));
+        assert!(plan.status.step_details["validate-nodes"].message.is_none());
     }
 }
