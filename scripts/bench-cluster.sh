@@ -5,8 +5,9 @@
 #
 # Prints one table: the seed sample's apply-to-Completed time (min/median/max over RUNS runs),
 # then for N copies applied at once: wall time, groups/s, the operator's peak RSS (VmHWM) and
-# CPU seconds (and ms per step), and the count of Workflows and step pods (exactly 3N and 5N:
-# nothing duplicated). A figure, not a test: nothing here fails on a slow run.
+# CPU seconds (and ms per step), the step start latency (p50/p99: from the operator seeing a
+# step's dependency finish to its pod created), API requests per step, and the count of
+# Workflows and step pods (exactly 3N and 5N: nothing duplicated). A figure, not a test: nothing here fails on a slow run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -130,6 +131,19 @@ for line in open(sys.argv[10]):
         labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
         verbs[labels.get("verb", "?")] += int(m.group(2))
         by_resource[f'{labels.get("verb")} {labels.get("resource")}'] += int(m.group(2))
+# Step start latency: quantiles from the histogram's cumulative buckets (each an upper bound).
+buckets = []
+for line in open(sys.argv[10]):
+    m = re.match(r'workflow_operator_step_start_latency_seconds_bucket\{le="([^"]+)"\} (\d+)', line)
+    if m:
+        buckets.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), int(m.group(2))))
+if buckets and buckets[-1][1] > 0:
+    total = buckets[-1][1]
+    def quantile(q):
+        for le, count in buckets:
+            if count >= q * total:
+                return "over 4 s" if le == float("inf") else f"<= {le * 1000:.0f} ms"
+    print(f"| step start latency ({total} steps timed) | p50 {quantile(0.5)}, p99 {quantile(0.99)} |")
 if verbs:
     per = ", ".join(f"{v} {c / steps:.2f}" for v, c in sorted(verbs.items()))
     writes = sum(c for v, c in verbs.items() if v in ("create", "update", "patch", "delete"))

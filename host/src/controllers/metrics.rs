@@ -40,6 +40,7 @@ pub struct Metrics {
     reconcile_errors: Family<ControllerLabels, Counter>,
     reconcile_duration: Family<ReconcileLabels, Histogram>,
     api_requests: Family<ApiLabels, Counter>,
+    step_start_latency: Histogram,
 }
 
 impl Default for Metrics {
@@ -54,6 +55,10 @@ impl Default for Metrics {
                 ))
             }),
             api_requests: Family::default(),
+            // 1 ms to about 4 s.
+            step_start_latency: Histogram::new(
+                prometheus_client::metrics::histogram::exponential_buckets(0.001, 2.0, 13),
+            ),
         }
     }
 }
@@ -83,7 +88,17 @@ impl Metrics {
             "Requests the operator made to the Kubernetes API, by verb and resource",
             metrics.api_requests.clone(),
         );
+        sub.register(
+            "step_start_latency_seconds",
+            "From the moment the operator saw a step's last dependency (or its previous attempt) finish to the moment it created the step's pod",
+            metrics.step_start_latency.clone(),
+        );
         metrics
+    }
+
+    /// Records how long a step waited, once it could start, for its pod to be created.
+    pub fn step_started(&self, waited: Duration) {
+        self.step_start_latency.observe(waited.as_secs_f64());
     }
 
     /// Counts one request to the Kubernetes API (called by the client's request layer).

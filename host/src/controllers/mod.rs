@@ -46,15 +46,6 @@ fn strip_managed_fields<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
-/// Keeps of a step pod only what the Workflow controller reads (its labels, owner, times and
-/// status): its spec (the command, the environment with every target) is ours, and thousands of
-/// cached pods would otherwise hold it all.
-fn keep_pod_evidence(pod: &mut Pod) {
-    strip_managed_fields(pod);
-    pod.spec = None;
-    pod.metadata.annotations = None;
-}
-
 /// Runs both controllers until a shutdown signal. `readiness` learns when both controllers'
 /// caches have synced.
 pub async fn run(
@@ -107,7 +98,7 @@ pub async fn run(
     let (pod_store, pod_writer) = reflector::store();
     let pod_stream = watcher(pods, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
         .default_backoff()
-        .modify(keep_pod_evidence)
+        .modify(workflow::pod::keep_pod_evidence)
         .reflect(pod_writer)
         .touched_objects();
     let ctx = Arc::new(Context {

@@ -91,6 +91,10 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         };
         let pod = build_pod(workflow, step, *attempt, &ctx.config.default_image);
         sync::create_controlled(&pods_api, &pod, &uid).await?;
+        if let Some(since) = plan.ready_since.get(step_name) {
+            let waited = Timestamp::now().duration_since(*since);
+            ctx.metrics.step_started(waited.unsigned_abs());
+        }
         info!(step = %step_name, attempt, "started step");
     }
     sync::write_status(&workflows, &name, &old, &plan.status).await?;

@@ -35,6 +35,9 @@ pub struct WorkflowPlan {
     pub unavailable: Option<PluginError>,
     /// Pods to delete: unfinished past their step's timeout.
     pub stop: Vec<String>,
+    /// For steps in `start`: since when they could have started (their last dependency, or
+    /// their previous attempt, seen finished), when this reconcile saw that happen.
+    pub ready_since: BTreeMap<String, Timestamp>,
 }
 
 /// Which plugin version judges a Workflow: it is pinned for the workflow's life.
@@ -175,6 +178,8 @@ pub fn plan_workflow(
     let mut failure: Option<String> = None;
     let mut earliest_gate: Option<i64> = None;
     let mut earliest_deadline: Option<i64> = None;
+    // When this reconcile's observations saw each step finish Completed.
+    let mut completed_at: BTreeMap<String, Timestamp> = BTreeMap::new();
 
     for name in graph.order() {
         let Some(step) = by_name.get(name.as_str()) else {
@@ -218,6 +223,12 @@ pub fn plan_workflow(
                 Phase::Pending
             }
             StepMove::Start => {
+                let deps = graph.dependencies(name);
+                let since: Option<Vec<Timestamp>> =
+                    deps.iter().map(|d| completed_at.get(d).copied()).collect();
+                if let Some(latest) = since.and_then(|t| t.into_iter().max()) {
+                    plan.ready_since.insert(name.clone(), latest);
+                }
                 plan.start.push((name.clone(), 1));
                 detail.attempts = 1;
                 detail.pod = Some(pod_name(workflow, name, 1));
@@ -230,12 +241,18 @@ pub fn plan_workflow(
             }
             StepMove::Running => Phase::Running,
             StepMove::Completed(message) => {
+                if let Some(seen) = latest.and_then(|a| a.observed) {
+                    completed_at.insert(name.clone(), seen);
+                }
                 detail.message = (!message.is_empty()).then_some(message);
                 Phase::Completed
             }
             StepMove::Retry(why) => {
                 let (attempt, budget) = (detail.attempts, 1 + step.retries.unwrap_or(0));
                 let next = attempt + 1;
+                if let Some(seen) = latest.and_then(|a| a.observed) {
+                    plan.ready_since.insert(name.clone(), seen);
+                }
                 plan.start.push((name.clone(), next));
                 detail.attempts = next;
                 detail.pod = Some(pod_name(workflow, name, next));
@@ -401,6 +418,7 @@ fn vanished_attempt(
         }),
         deadline: None,
         stop: false,
+        observed: None,
     })
 }
 
@@ -535,6 +553,7 @@ mod tests {
                     outcome,
                     deadline: None,
                     stop: false,
+                    observed: None,
                 };
                 (step.to_string(), attempt)
             })
@@ -883,5 +902,21 @@ mod tests {
         let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
         assert_eq!(plan.status.phase, Some(Phase::Running));
         assert!(plan.status.step_details["validate-nodes"].message.is_none());
+    }
+
+    #[test]
+    fn a_dependent_started_in_the_same_reconcile_is_timed_from_its_dependency_seen_finished() {
+        let wf = workflow(SEED);
+        let seen = Timestamp::from_second(1_799_999_999).unwrap();
+        let mut done = attempts(&[("validate-nodes", 1, Some((0, "ok")))]);
+        if let Some(a) = done.get_mut("validate-nodes") {
+            a.observed = Some(seen);
+        }
+        let plan = plan_now(&wf, &done, &Judge::new());
+        assert_eq!(plan.start, [("check-network".to_string(), 1)]);
+        assert_eq!(plan.ready_since.get("check-network"), Some(&seen));
+        // A first step has nothing to wait for: it is not timed.
+        let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
+        assert!(plan.ready_since.is_empty());
     }
 }

@@ -29,6 +29,28 @@ use crate::render::{bounded_name, short_hash};
 /// Name of the single container of a step's pod.
 pub const CONTAINER: &str = "step";
 
+/// Annotation the operator puts on its cached copy of a step pod (never on the pod itself):
+/// when its watch delivered the pod finished. The start of the next step is timed from it.
+pub const ANNOTATION_OBSERVED_FINISHED: &str = "workflow.rxg456.cn/observed-finished";
+
+/// Prepares a step pod for the cache: keeps only what the Workflow controller reads (labels,
+/// owner, times, status; its spec, with the command and every target, is ours and thousands of
+/// cached pods would hold it all), and notes when a finished pod was first seen.
+pub fn keep_pod_evidence(pod: &mut Pod) {
+    pod.metadata.managed_fields = None;
+    pod.spec = None;
+    let finished = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    );
+    pod.metadata.annotations = finished.then(|| {
+        BTreeMap::from([(
+            ANNOTATION_OBSERVED_FINISHED.to_string(),
+            Timestamp::now().to_string(),
+        )])
+    });
+}
+
 /// The deterministic name of the pod for `attempt` of `step` in `workflow` (at most 63
 /// characters, so that it also fits in a label value).
 pub fn pod_name(workflow: &Workflow, step: &str, attempt: u32) -> String {
@@ -171,9 +193,14 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
     let deadline = timeout
         .zip(created)
         .map(|(secs, created)| created.as_second() + i64::from(secs));
+    let observed = pod
+        .annotations()
+        .get(ANNOTATION_OBSERVED_FINISHED)
+        .and_then(|t| t.parse::<Timestamp>().ok());
     let attempt = |outcome: Option<StepOutcome>, stop: bool| Attempt {
         number,
         pod: pod.name_any(),
+        observed: outcome.as_ref().and(observed),
         outcome,
         deadline: deadline.filter(|_| !stop),
         stop,
@@ -511,5 +538,30 @@ mod tests {
         assert!(a1.len() <= 63 && a2.len() <= 63);
         assert_ne!(a1, a2);
         assert_eq!(a1, pod_name(&wf, "validate-nodes", 1));
+    }
+
+    #[test]
+    fn a_cached_pod_keeps_its_evidence_and_notes_when_it_was_seen_finished() {
+        let wf = workflow();
+        let mut running = pod(&wf, "validate-nodes", 1, "Running", PodStatus::default());
+        keep_pod_evidence(&mut running);
+        assert!(running.spec.is_none() && running.metadata.annotations.is_none());
+        assert_eq!(running.labels()[LABEL_STEP], "validate-nodes");
+
+        let mut done = pod(
+            &wf,
+            "validate-nodes",
+            1,
+            "Succeeded",
+            terminated_with(0, "ok"),
+        );
+        keep_pod_evidence(&mut done);
+        let attempt = observe_pod(&done, 1, None, Timestamp::now());
+        assert!(attempt.outcome.is_some_and(|o| o.succeeded));
+        assert!(
+            attempt.observed.is_some(),
+            "{:?}",
+            done.metadata.annotations
+        );
     }
 }

@@ -1,6 +1,8 @@
 //! One step's next move, decided from what is observed of it and what its plugin answers:
 //! one step in, one decision out, as the Job controller's `matchPodFailurePolicy` is.
 
+use k8s_openapi::jiff::Timestamp;
+
 use crate::api::Step;
 use crate::plugin::{self, Gate, PluginError, StepOutcome, Verdict};
 
@@ -35,6 +37,8 @@ pub struct Attempt {
     pub deadline: Option<i64>,
     /// Its pod is past the deadline and unfinished: it must be deleted.
     pub stop: bool,
+    /// When the operator's watch first delivered it finished (for the step start latency).
+    pub observed: Option<Timestamp>,
 }
 
 /// What the plan knows of one step when it decides it.
