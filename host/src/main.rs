@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use tracing::info;
 use workflow_operator::cli::plugin::PluginCommand;
+use workflow_operator::controllers::status::printable;
 use workflow_operator::controllers::{self, Metrics, OperatorConfig};
 use workflow_operator::http::{self, Readiness};
 use workflow_operator::plugin::{PluginMetrics, PluginRegistry, Runtime, RuntimeConfig};
@@ -80,9 +81,10 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            // One line a user can act on: the error and its causes.
+            // One line a user can act on: the error and its causes, with any plugin text in
+            // them escaped (no raw newlines or terminal sequences) and cut.
             let chain: Vec<String> = error.chain().map(ToString::to_string).collect();
-            eprintln!("error: {}", chain.join(": "));
+            eprintln!("error: {}", printable(&chain.join(": "), 8192));
             ExitCode::FAILURE
         }
     }

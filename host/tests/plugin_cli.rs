@@ -163,3 +163,24 @@ fn eval_of_an_unknown_step_lists_the_steps() {
     ]);
     assert_fails_with_one_line(&output, "validate-nodes, check-network");
 }
+
+#[test]
+fn eval_escapes_control_characters_in_the_plugins_reason() {
+    let output = plugin_cli(&[
+        "eval",
+        &arg(builtin_path("pre-check")),
+        "--group",
+        &arg(sample_group()),
+        "--step",
+        "check-network",
+        "--exit-code",
+        "1",
+        "--message",
+        "disk\n\u{1b}[31mfull",
+    ]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let out = stdout(&output);
+    assert_eq!(out.lines().count(), 1, "one line: {out:?}");
+    assert!(!out.trim_end().chars().any(char::is_control), "{out:?}");
+    assert!(out.contains("disk\\n\\u{1b}[31mfull"), "{out:?}");
+}

@@ -4,6 +4,7 @@
 //! operator, and `render` goes through the controller's own code path
 //! ([`crate::render::render_workflow`]).
 
+use crate::controllers::status::printable;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -96,14 +97,14 @@ fn inspect(runtime: &Runtime, file: &Path) -> anyhow::Result<()> {
         .context("cannot print the params schema")?;
     println!("file:             {}", file.display());
     println!("type:             {}", info.type_name);
-    println!("version:          {}", info.version);
+    println!("version:          {}", printable(&info.version, 256));
     println!(
         "contract version: workflow:plugin@{}",
         plugin.contract_version()
     );
     println!("digest:           sha256:{}", plugin.digest());
     println!("size:             {} bytes", plugin.size());
-    println!("description:      {}", info.description);
+    println!("description:      {}", printable(&info.description, 4096));
     println!("params schema:");
     println!("{schema}");
     Ok(())
@@ -146,10 +147,11 @@ fn eval(
 
 /// `completed`, `failed: <reason>`, `retry: <reason>`.
 pub fn format_verdict(verdict: &Verdict) -> String {
+    // The reason is the plugin's text: escaped, so it cannot drive the terminal.
     match verdict {
         Verdict::Completed => "completed".to_string(),
-        Verdict::Failed(reason) => format!("failed: {reason}"),
-        Verdict::Retry(reason) => format!("retry: {reason}"),
+        Verdict::Failed(reason) => format!("failed: {}", printable(reason, 4096)),
+        Verdict::Retry(reason) => format!("retry: {}", printable(reason, 4096)),
     }
 }
 

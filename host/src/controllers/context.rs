@@ -11,7 +11,7 @@ use tracing::warn;
 
 use super::error::Backoff;
 use super::metrics::Metrics;
-use super::status::{Transition, truncate};
+use super::status::{Transition, printable};
 use crate::api::Workflow;
 use crate::plugin::PluginRegistry;
 
@@ -46,7 +46,7 @@ impl Context {
         let event = Event {
             type_: transition.type_,
             reason: transition.reason.clone(),
-            note: Some(truncate(&transition.message, 1000)),
+            note: Some(printable(&transition.message, 1000)),
             // The recorder folds events of one object, reason and action into a series.
             action: transition
                 .subject

@@ -33,6 +33,9 @@ impl Error {
     }
 }
 
+/// How soon a conflict (a race with another writer) is retried.
+pub const CONFLICT_RETRY: Duration = Duration::from_millis(100);
+
 /// Result of a reconcile.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -68,7 +71,7 @@ impl Backoff {
     /// retried at once (100 ms) and not counted.
     pub fn failed(&self, key: &str, error: &Error) -> Duration {
         if error.is_conflict() {
-            return Duration::from_millis(100);
+            return CONFLICT_RETRY;
         }
         let mut failures = self
             .failures

@@ -86,7 +86,7 @@ pub fn succeeded_condition(
         type_: CONDITION_SUCCEEDED.into(),
         status: status.as_str().into(),
         reason: reason.into(),
-        message: truncate(message, 32 * 1024),
+        message: printable(message, 32 * 1024),
         observed_generation: generation,
         last_transition_time: Time(now),
     }
@@ -108,6 +108,27 @@ pub fn set_condition(conditions: &mut Vec<Condition>, mut new: Condition) {
 /// The `Succeeded` condition among `conditions`.
 pub fn succeeded(conditions: &[Condition]) -> Option<&Condition> {
     conditions.iter().find(|c| c.type_ == CONDITION_SUCCEEDED)
+}
+
+/// `s` made safe to show a person: control characters (newlines, terminal escape sequences,
+/// NUL) written as escapes (`\n`, `\u{1b}`), so that plugin text cannot break a line of
+/// `kubectl describe` or drive a terminal; then cut to at most `max` bytes on a character
+/// boundary, with an ellipsis when cut.
+pub fn printable(s: &str, max: usize) -> String {
+    let escaped: String = if s.chars().any(char::is_control) {
+        s.chars()
+            .map(|c| {
+                if c.is_control() {
+                    c.escape_default().to_string()
+                } else {
+                    c.to_string()
+                }
+            })
+            .collect()
+    } else {
+        s.to_string()
+    };
+    truncate(&escaped, max)
 }
 
 /// `s` cut to at most `max` bytes on a character boundary, with an ellipsis when cut.
@@ -158,6 +179,26 @@ mod tests {
         );
         assert_eq!(conditions[0].status, "True");
         assert_eq!(conditions[0].last_transition_time, Time(at(30)));
+    }
+
+    #[test]
+    fn plugin_text_shown_to_people_has_its_control_characters_escaped() {
+        let hostile = "step failed\n\u{1b}[2J\u{1b}]0;owned\u{7}done\u{0}";
+        assert_eq!(
+            printable(hostile, 1000),
+            "step failed\\n\\u{1b}[2J\\u{1b}]0;owned\\u{7}done\\u{0}"
+        );
+        assert!(!printable(hostile, 1000).chars().any(char::is_control));
+        assert_eq!(printable("检查网络 ok", 100), "检查网络 ok");
+        let condition = succeeded_condition(
+            ConditionStatus::False,
+            reason::STEP_FAILED,
+            &format!("{}\n", "x".repeat(40_000)),
+            None,
+            at(1),
+        );
+        assert!(condition.message.len() <= 32 * 1024 + "…".len());
+        assert!(!condition.message.contains('\n'));
     }
 
     #[test]

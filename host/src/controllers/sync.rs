@@ -17,7 +17,7 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use super::context::Context;
 use super::error::{Error, Result};
-use super::status::Transition;
+use super::status::{Transition, printable};
 
 /// Whether `obj` is controlled by the object with `owner_uid` (a label alone could be copied;
 /// only a controller reference counts).
@@ -139,7 +139,10 @@ where
     let controller = controller_name::<K>();
     let key = object_key(&*obj);
     let wait = ctx.backoff.failed(&key, error);
-    if error.is_conflict() {
+    let conflict = error.is_conflict();
+    // Errors carry plugin text: escaped and cut before it reaches the log.
+    let error = printable(&error.to_string(), 2048);
+    if conflict {
         debug!(controller, object = %key, %error, "conflict, retrying");
     } else {
         warn!(controller, object = %key, %error, retry_in = ?wait, "reconcile failed");
