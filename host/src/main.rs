@@ -74,12 +74,12 @@ enum LogFormat {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
-        Command::Crdgen => print_crds(),
+        Command::Crdgen => print_crds().map(|()| 0),
         Command::Plugin { command } => workflow_operator::cli::plugin::run(command),
-        Command::Run(args) => run(args),
+        Command::Run(args) => run(args).map(|()| 0),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(status) => ExitCode::from(status),
         Err(error) => {
             // One line a user can act on: the error and its causes, with any plugin text in
             // them escaped (no raw newlines or terminal sequences) and cut.

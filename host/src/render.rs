@@ -104,8 +104,9 @@ pub fn short_hash(parts: &[&str]) -> String {
 /// Renders the Workflow that the group controller creates for `plugin`'s type in `group`.
 ///
 /// # Errors
-/// The type is not among the group's `workflowSteps`, or the plugin's `template` failed or
-/// returned an invalid step graph.
+/// The type is not among the group's `workflowSteps`, the group's params for it are invalid
+/// (schema or the plugin's `validate`), or the plugin's `template` failed or returned an
+/// invalid step graph.
 pub fn render_workflow(
     group: &WorkflowGroup,
     plugin: &Plugin,
@@ -119,6 +120,9 @@ pub fn render_workflow(
         });
     }
     let context = plugin_context(group, &type_name, now);
+    // The same check the group controller makes before it starts a group: the params against
+    // the plugin's schema, then its `validate`. `plugin render` and `plugin eval` come here too.
+    plugin.validate(&context.params)?;
     let steps = plugin.template(&context)?;
 
     let mut labels: BTreeMap<String, String> = group.labels().clone();

@@ -131,9 +131,10 @@ fn eval_prints_the_verdict() {
     assert!(output.status.success(), "{}", stderr(&output));
     assert_eq!(stdout(&output).trim(), "completed");
     let output = eval("0", "UNREACHABLE node-2: no route to host");
-    assert!(
-        output.status.success(),
-        "a verdict is output, not a failure: {output:?}"
+    assert_eq!(
+        output.status.code(),
+        Some(3),
+        "a failed verdict exits 3: {output:?}"
     );
     let out = stdout(&output);
     assert!(
@@ -141,7 +142,7 @@ fn eval_prints_the_verdict() {
         "{out}"
     );
     let output = eval("3", "boom");
-    assert!(output.status.success());
+    assert_eq!(output.status.code(), Some(3));
     assert!(
         stdout(&output).starts_with("failed: "),
         "{}",
@@ -178,9 +179,72 @@ fn eval_escapes_control_characters_in_the_plugins_reason() {
         "--message",
         "disk\n\u{1b}[31mfull",
     ]);
-    assert!(output.status.success(), "{}", stderr(&output));
+    assert_eq!(output.status.code(), Some(3), "{}", stderr(&output));
     let out = stdout(&output);
     assert_eq!(out.lines().count(), 1, "one line: {out:?}");
     assert!(!out.trim_end().chars().any(char::is_control), "{out:?}");
     assert!(out.contains("disk\\n\\u{1b}[31mfull"), "{out:?}");
+}
+
+/// A group file of `types` with `params` (YAML under `spec.params`, indented by 4).
+fn group_file(types: &[&str], params: &str) -> tempfile::NamedTempFile {
+    let steps: String = types.iter().map(|t| format!("  - {t}\n")).collect();
+    let yaml = format!(
+        "apiVersion: workflow.rxg456.cn/v1alpha1\nkind: WorkflowGroup\nmetadata:\n  name: g\nspec:\n  type: t\n  clusterName: c\n  workflowSteps:\n{steps}  targets:\n  - {{name: n1, ip: 192.168.1.101, role: Master}}\n  params:\n{params}"
+    );
+    let mut file = tempfile::NamedTempFile::new().expect("temporary group file");
+    std::io::Write::write_all(&mut file, yaml.as_bytes()).expect("write the group");
+    file
+}
+
+#[test]
+fn render_and_eval_refuse_params_the_operator_would_refuse() {
+    let group = group_file(
+        &["at"],
+        "    at:\n      schedule: not-a-time\n      command: date\n",
+    );
+    let group = arg(group.path().to_path_buf());
+    let at = arg(builtin_path("at"));
+    let output = plugin_cli(&["render", &at, "--group", &group]);
+    assert_fails_with_one_line(&output, "invalid parameters for workflow type at");
+    let output = plugin_cli(&[
+        "eval",
+        &at,
+        "--group",
+        &group,
+        "--step",
+        "run",
+        "--exit-code",
+        "0",
+    ]);
+    assert_fails_with_one_line(&output, "invalid parameters for workflow type at");
+}
+
+#[test]
+fn deeply_nested_params_fail_fast_with_one_line() {
+    let depth = 100_000;
+    let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
+    let group = group_file(
+        &["pre-check"],
+        &format!("    pre-check: {{deep: {nested}}}\n"),
+    );
+    let started = std::time::Instant::now();
+    let output = plugin_cli(&[
+        "render",
+        &arg(builtin_path("pre-check")),
+        "--group",
+        &arg(group.path().to_path_buf()),
+    ]);
+    assert!(!output.status.success(), "{output:?}");
+    assert_eq!(
+        stderr(&output).trim().lines().count(),
+        1,
+        "{}",
+        stderr(&output)
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
 }

@@ -12,7 +12,7 @@ use anyhow::{Context as _, anyhow, bail};
 
 use crate::api::WorkflowGroup;
 use crate::plugin::{Plugin, Runtime, RuntimeConfig, StepOutcome, Verdict};
-use crate::render::{plugin_context, render_workflow};
+use crate::render::render_workflow;
 
 /// Tools for plugin authors.
 #[derive(Debug, clap::Subcommand)]
@@ -32,7 +32,7 @@ pub enum PluginCommand {
         group: PathBuf,
     },
     /// Print the plugin's verdict (completed, failed: REASON, retry: REASON) on one finished
-    /// attempt of a step.
+    /// attempt of a step. Exit status: 0 completed, 3 failed, 4 retry (1 an error).
     Eval {
         /// The plugin, a `.wasm` component.
         file: PathBuf,
@@ -54,15 +54,22 @@ pub enum PluginCommand {
     },
 }
 
-/// Runs a `plugin` subcommand, printing its result on stdout.
+/// Exit status of `plugin eval` for a `failed` verdict.
+pub const EXIT_FAILED: u8 = 3;
+/// Exit status of `plugin eval` for a `retry` verdict.
+pub const EXIT_RETRY: u8 = 4;
+
+/// Runs a `plugin` subcommand, printing its result on stdout. Returns the exit status: 0, or
+/// for `eval` the verdict's ([`EXIT_FAILED`], [`EXIT_RETRY`]; `completed` is 0), so scripts
+/// can act on it. An error exits 1 and a usage error 2.
 ///
 /// # Errors
 /// One line saying why: the plugin cannot be loaded, the group cannot be read, the type is
 /// not in the group, the step is unknown, or the plugin failed.
-pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
+pub fn run(cmd: PluginCommand) -> anyhow::Result<u8> {
     let runtime = Runtime::new(RuntimeConfig::default())?;
     match cmd {
-        PluginCommand::Inspect { file } => inspect(&runtime, &file),
+        PluginCommand::Inspect { file } => inspect(&runtime, &file).map(|()| 0),
         PluginCommand::Render { file, group } => {
             let plugin = load(&runtime, &file)?;
             let group = read_group(&group)?;
@@ -71,7 +78,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
             let yaml =
                 serde_saphyr::to_string(&workflow).context("cannot print the Workflow as YAML")?;
             print!("{yaml}");
-            Ok(())
+            Ok(0)
         }
         PluginCommand::Eval {
             file,
@@ -85,7 +92,11 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<()> {
             let group = read_group(&group)?;
             let verdict = eval(&plugin, &group, &step, exit_code, message, attempt)?;
             println!("{}", format_verdict(&verdict));
-            Ok(())
+            Ok(match verdict {
+                Verdict::Completed => 0,
+                Verdict::Failed(_) => EXIT_FAILED,
+                Verdict::Retry(_) => EXIT_RETRY,
+            })
         }
     }
 }
@@ -118,20 +129,15 @@ fn eval(
     message: String,
     attempt: u32,
 ) -> anyhow::Result<Verdict> {
-    let type_name = plugin.type_name();
-    if !group.spec.workflow_steps.iter().any(|t| t == type_name) {
-        bail!(
-            "workflow type {type_name} is not in the group's workflowSteps ({})",
-            group.spec.workflow_steps.join(", ")
-        );
-    }
-    let steps = plugin
-        .template(&plugin_context(group, type_name, now()))
-        .map_err(|e| anyhow!("{e}"))?;
+    // The steps as the operator would create them: the same params checks and template.
+    let workflow = render_workflow(group, plugin, now())
+        .map_err(|e| anyhow!("cannot evaluate {}: {e}", plugin.type_name()))?;
+    let steps = workflow.spec.steps;
     let Some(step) = steps.iter().find(|s| s.name == step_name) else {
         let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
         bail!(
-            "workflow type {type_name} has no step {step_name:?}; its steps are: {}",
+            "workflow type {} has no step {step_name:?}; its steps are: {}",
+            plugin.type_name(),
             names.join(", ")
         );
     };
@@ -166,8 +172,14 @@ fn load(runtime: &Runtime, file: &Path) -> anyhow::Result<Arc<Plugin>> {
 fn read_group(path: &Path) -> anyhow::Result<WorkflowGroup> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow!("cannot read group {}: {e}", path.display()))?;
-    serde_saphyr::from_str(&text)
-        .map_err(|e| anyhow!("{} is not a WorkflowGroup: {e}", path.display()))
+    serde_saphyr::from_str(&text).map_err(|e| {
+        // The parser's message comes with a source snippet on further lines: keep the line
+        // that says what and where.
+        let message = e.to_string();
+        let first = message.lines().next().unwrap_or_default();
+        let first = first.strip_prefix("error: ").unwrap_or(first);
+        anyhow!("{} is not a WorkflowGroup: {first}", path.display())
+    })
 }
 
 fn now() -> i64 {
