@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-use kube::CustomResource;
+use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -95,12 +95,15 @@ pub const CONDITION_SUCCEEDED: &str = "Succeeded";
 pub use workflow_model::{EnvVar, Step, Target};
 
 /// A desired WorkflowGroup: workflow types to run, in order, against targets.
-#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "workflow.rxg456.cn",
     version = "v1alpha1",
     kind = "WorkflowGroup",
     namespaced,
+    // The group's name goes into its Workflows' label `workflow.rxg456.cn/group-name`, and a
+    // label value holds at most 63 characters: refused at `kubectl apply`, with this message.
+    validation = Rule::new("self.metadata.name.size() <= 63").message("metadata.name must be at most 63 characters: the group's name is a label value on its Workflows and pods"),
     status = "WorkflowGroupStatus",
     shortname = "wfg",
     printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,

@@ -672,3 +672,34 @@ spec:
     wait_group_phase(&ns, "template-times-out", "Completed", &mut operator);
     operator.assert_running();
 }
+
+#[test]
+fn a_group_name_too_long_for_a_label_value_is_refused_at_apply_with_the_reason() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-long-name");
+    let name = format!("g{}", "x".repeat(76));
+    let yaml = group_yaml(&name, &["pre-check"], "", "");
+    let mut child = cluster
+        .kubectl_command()
+        .args(["-n", &ns, "apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl apply");
+    if let Some(mut stdin) = child.stdin.take() {
+        std::io::Write::write_all(&mut stdin, yaml.as_bytes()).expect("write the group");
+    }
+    let out = child.wait_with_output().expect("kubectl apply finishes");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "a 77-character group name was accepted: {}{stderr}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(
+        stderr.contains("metadata.name must be at most 63 characters"),
+        "{stderr}"
+    );
+    assert!(list(&ns, "workflowgroups", None).is_empty());
+}

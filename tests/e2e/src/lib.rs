@@ -45,13 +45,22 @@ pub struct Cluster {
 static SHARED: OnceLock<Cluster> = OnceLock::new();
 static NAMESPACE_COUNTER: AtomicU64 = AtomicU64::new(0);
 
-/// Root of the repository (two levels above this crate's manifest directory).
+/// Root of the repository: the nearest directory holding `tests/cluster/cluster.sh` above the
+/// manifest directory of the test being run.
+///
+/// Read when the test runs (`cargo test` sets `CARGO_MANIFEST_DIR` for it), not when this crate
+/// was compiled: builds of two checkouts that share one cargo target directory (CI's fresh clone
+/// and a working copy) reuse each other's compiled harness, and a path baked in at compile time
+/// would send one checkout's tests to the other's cluster and CRDs.
 pub fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
+    let start = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
+    start
         .ancestors()
-        .nth(2)
+        .find(|dir| dir.join("tests/cluster/cluster.sh").is_file())
         .map(Path::to_path_buf)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
+        .unwrap_or(start)
 }
 
 /// The `kubectl` program the harness runs: `$KUBECTL` if set, else a 1.34 or
