@@ -1,7 +1,8 @@
 //! The frame both controllers share around their pure plans: tell the children an object
-//! controls (read from the watch caches, never listed), create children idempotently, delete, write status only when it changed, publish the
-//! plan's events, and handle a failed reconcile (log, count, back off). Each reconcile runs in
-//! a tracing span naming its object and is timed.
+//! controls (read from the watch caches, never listed), create children idempotently, delete,
+//! write status only when it changed, publish the plan's events, and handle a failed reconcile
+//! (log, count, back off). Each reconcile runs in a tracing span naming its object and is
+//! timed.
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -115,14 +116,14 @@ where
     let controller = controller_name::<K>();
     let span = info_span!(
         "reconcile",
-        controller,
+        controller = %controller,
         namespace = obj.meta().namespace.as_deref().unwrap_or(""),
         name = obj.meta().name.as_deref().unwrap_or(""),
     );
     let started = Instant::now();
     let result = reconcile.instrument(span).await;
     ctx.metrics
-        .reconciled(controller, started.elapsed(), result.is_ok());
+        .reconciled(&controller, started.elapsed(), result.is_ok());
     if result.is_ok() {
         ctx.backoff.succeeded(&object_key(obj));
     }
@@ -143,10 +144,10 @@ where
     // Errors carry plugin text: escaped and cut before it reaches the log.
     let error = printable(&error.to_string(), 2048);
     if conflict {
-        debug!(controller, object = %key, %error, "conflict, retrying");
+        debug!(%controller, object = %key, %error, "conflict, retrying");
     } else {
-        warn!(controller, object = %key, %error, retry_in = ?wait, "reconcile failed");
-        ctx.metrics.reconcile_failed(controller);
+        warn!(%controller, object = %key, %error, retry_in = ?wait, "reconcile failed");
+        ctx.metrics.reconcile_failed(&controller);
     }
     Action::requeue(wait)
 }
@@ -161,11 +162,8 @@ fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
     )
 }
 
-/// The controller of kind `K`, as metrics and logs name it (`workflow`, `workflowgroup`).
-fn controller_name<K: Resource<DynamicType = ()>>() -> &'static str {
-    match K::kind(&()).as_ref() {
-        "WorkflowGroup" => "workflowgroup",
-        "Workflow" => "workflow",
-        _ => "other",
-    }
+/// The controller of kind `K`, as metrics and logs name it: its kind in lower case
+/// (`workflow`, `workflowgroup`).
+fn controller_name<K: Resource<DynamicType = ()>>() -> String {
+    K::kind(&()).to_lowercase()
 }

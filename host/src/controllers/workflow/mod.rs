@@ -26,7 +26,7 @@ use self::pod::{build_pod, latest_attempts};
 use super::context::Context;
 use super::error::{Error, Result};
 use super::sync;
-use crate::api::{LABEL_WORKFLOW_UID, Phase, PluginRef, Workflow, WorkflowStatus};
+use crate::api::{Phase, PluginRef, Workflow, WorkflowStatus};
 
 /// Reconciles one Workflow.
 pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action> {
@@ -65,9 +65,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         .pods
         .state()
         .iter()
-        .filter(|p| {
-            p.labels().get(LABEL_WORKFLOW_UID) == Some(&uid) && sync::controlled_by(&***p, &uid)
-        })
+        .filter(|p| sync::controlled_by(&***p, &uid))
         .map(|p| Pod::clone(p))
         .collect();
     // The cache may lag behind our own writes: a pod the status says was started and the cache

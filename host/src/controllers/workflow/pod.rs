@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerStateTerminated, EnvVar, Pod, PodSpec, PodStatus,
+    Container, ContainerState, ContainerStateTerminated, EnvVar, Pod, PodSpec, PodStatus,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
@@ -248,16 +248,19 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
     }
 }
 
-fn terminated(status: Option<&PodStatus>) -> Option<&ContainerStateTerminated> {
-    status?
+/// The state of the step's container, once the kubelet reports it.
+fn container_state(status: &PodStatus) -> Option<&ContainerState> {
+    status
         .container_statuses
         .as_ref()?
         .iter()
         .find(|c| c.name == CONTAINER)?
         .state
-        .as_ref()?
-        .terminated
         .as_ref()
+}
+
+fn terminated(status: Option<&PodStatus>) -> Option<&ContainerStateTerminated> {
+    container_state(status?)?.terminated.as_ref()
 }
 
 /// Why a pod that has not started its container is still waiting: unschedulable, or its
@@ -269,13 +272,7 @@ fn waiting_reason(status: &PodStatus) -> Option<String> {
             .map(|c| reason_and_message(c.reason.as_deref(), c.message.as_deref()))
     });
     let waiting = || {
-        status
-            .container_statuses
-            .as_ref()?
-            .iter()
-            .find(|c| c.name == CONTAINER)?
-            .state
-            .as_ref()?
+        container_state(status)?
             .waiting
             .as_ref()
             .map(|w| reason_and_message(w.reason.as_deref(), w.message.as_deref()))
