@@ -248,3 +248,126 @@ fn deeply_nested_params_fail_fast_with_one_line() {
         started.elapsed()
     );
 }
+
+/// The target directory the workspace builds into: the scaffolded crate builds there too, so
+/// its dependencies (compiled for the built-in plugins already) are not built again.
+fn workspace_target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"))
+}
+
+fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+fn cargo_in(dir: &std::path::Path, args: &[&str]) -> Output {
+    Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(args)
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", workspace_target_dir())
+        .output()
+        .expect("run cargo")
+}
+
+#[test]
+fn plugin_new_scaffolds_a_crate_that_builds_passes_its_tests_and_renders() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let krate = dir.path().join("scaffold-check");
+    let krate_arg = krate.display().to_string();
+    // Run from the checkout: the SDK is found there, as it is for an author in a checkout.
+    let output = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["plugin", "new", "scaffold-check", "--path", &krate_arg])
+        .current_dir(repo_root())
+        .output()
+        .expect("run workflow-operator");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let manifest = std::fs::read_to_string(krate.join("Cargo.toml")).expect("Cargo.toml");
+    let sdk = repo_root()
+        .join("plugin-sdk")
+        .canonicalize()
+        .expect("plugin-sdk");
+    assert!(
+        manifest.contains(&format!(
+            "workflow-plugin-sdk = {{ path = \"{}\" }}",
+            sdk.display()
+        )),
+        "{manifest}"
+    );
+    let config = std::fs::read_to_string(krate.join(".cargo/config.toml")).expect("config");
+    assert!(config.contains("link-arg=-zstack-size=65536"), "{config}");
+
+    // The workspace's lock file pins the same dependency versions the workspace built.
+    std::fs::copy(repo_root().join("Cargo.lock"), krate.join("Cargo.lock")).expect("lock file");
+    let build = cargo_in(
+        &krate,
+        &[
+            "build",
+            "--offline",
+            "--profile",
+            "plugin",
+            "--target",
+            "wasm32-wasip2",
+        ],
+    );
+    assert!(build.status.success(), "{}", stderr(&build));
+    let wasm = workspace_target_dir().join("wasm32-wasip2/plugin/scaffold_check.wasm");
+    let wasm = arg(wasm);
+
+    // The group.yaml it comes with renders: the default command, and the renamed
+    // `timeoutSeconds` param given in the group.
+    let group = arg(krate.join("group.yaml"));
+    let output = plugin_cli(&["render", &wasm, "--group", &group]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    let workflow: serde_json::Value = serde_saphyr::from_str(&stdout(&output)).expect("YAML");
+    assert_eq!(workflow["spec"]["type"].as_str(), Some("scaffold-check"));
+    let step = &workflow["spec"]["steps"][0];
+    assert_eq!(step["command"].as_str(), Some("echo hello node-1 node-2"));
+    assert_eq!(step["timeoutSeconds"].as_u64(), Some(60));
+
+    // Its `validate` runs as the operator runs it.
+    let zero = group_file(
+        &["scaffold-check"],
+        "    scaffold-check:\n      timeoutSeconds: 0\n",
+    );
+    let output = plugin_cli(&["render", &wasm, "--group", &arg(zero.path().to_path_buf())]);
+    assert_fails_with_one_line(&output, "`timeoutSeconds`: must be at least 1");
+
+    let test = cargo_in(&krate, &["test", "--offline"]);
+    assert!(test.status.success(), "{}", stderr(&test));
+    assert!(
+        stdout(&test).contains("test result: ok. 4 passed"),
+        "{}",
+        stdout(&test)
+    );
+}
+
+#[test]
+fn plugin_new_refuses_a_name_that_is_not_a_dns_label_and_a_directory_that_is_not_empty() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let sdk = repo_root().join("plugin-sdk").display().to_string();
+    let path = dir.path().join("x").display().to_string();
+    let output = plugin_cli(&["new", "Disk_Check", "--path", &path, "--sdk-path", &sdk]);
+    assert_fails_with_one_line(&output, "\"Disk_Check\" is not a valid workflow type name");
+    assert!(!dir.path().join("x").exists(), "nothing is written");
+
+    std::fs::write(dir.path().join("keep.txt"), "mine").expect("write");
+    let path = dir.path().display().to_string();
+    let output = plugin_cli(&["new", "disk-check", "--path", &path, "--sdk-path", &sdk]);
+    assert_fails_with_one_line(&output, "is not empty");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).map(Iterator::count).ok(),
+        Some(1),
+        "nothing is written"
+    );
+
+    let output = plugin_cli(&[
+        "new",
+        "disk-check",
+        "--path",
+        &format!("{path}/new"),
+        "--sdk-path",
+        "/nonexistent",
+    ]);
+    assert_fails_with_one_line(&output, "holds no workflow-plugin-sdk");
+}

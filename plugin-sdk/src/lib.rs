@@ -15,8 +15,9 @@
 //! # Example
 //!
 //! A complete plugin: `Cargo.toml` has `crate-type = ["cdylib"]` and depends on this crate
-//! only; build it with `cargo build --release --target wasm32-wasip2`. The crate's `README.md`
-//! walks through the whole recipe, from `cargo new` to the ConfigMap.
+//! only; `workflow-operator plugin new NAME` writes such a crate, built with
+//! `cargo build --profile plugin --target wasm32-wasip2`. The crate's `README.md` walks through
+//! the whole recipe, from `plugin new` to the ConfigMap.
 //!
 //! ```
 //! use workflow_plugin_sdk::prelude::*;

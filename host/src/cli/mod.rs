@@ -1,2 +1,3 @@
 //! Command-line subcommands.
 pub mod plugin;
+pub mod scaffold;

@@ -14,9 +14,15 @@ use crate::api::WorkflowGroup;
 use crate::plugin::{Plugin, Runtime, RuntimeConfig, StepOutcome, Verdict};
 use crate::render::render_workflow;
 
+use super::scaffold::{self, NewArgs};
+
 /// Tools for plugin authors.
 #[derive(Debug, clap::Subcommand)]
 pub enum PluginCommand {
+    /// Create a new plugin crate, ready to build: Cargo.toml depending on the SDK, the
+    /// stack-size flag, a params example with a default and a rename, unit tests, and a
+    /// group.yaml to render it with.
+    New(NewArgs),
     /// Print what a plugin says about itself (type, versions, digest, size, parameter
     /// schema), or why it cannot be loaded.
     Inspect {
@@ -65,13 +71,15 @@ pub const EXIT_RETRY: u8 = 4;
 ///
 /// # Errors
 /// One line saying why: the plugin cannot be loaded, the group cannot be read, the type is
-/// not in the group, the step is unknown, or the plugin failed.
+/// not in the group, the step is unknown, the plugin failed, or `new` could not write the crate.
 pub fn run(cmd: PluginCommand) -> anyhow::Result<u8> {
-    let runtime = Runtime::new(RuntimeConfig::default())?;
+    // The sandbox, as the operator configures it, for the commands that load a plugin.
+    let runtime = || Runtime::new(RuntimeConfig::default());
     match cmd {
-        PluginCommand::Inspect { file } => inspect(&runtime, &file).map(|()| 0),
+        PluginCommand::New(args) => scaffold::run(&args).map(|()| 0),
+        PluginCommand::Inspect { file } => inspect(&runtime()?, &file).map(|()| 0),
         PluginCommand::Render { file, group } => {
-            let plugin = load(&runtime, &file)?;
+            let plugin = load(&runtime()?, &file)?;
             let group = read_group(&group)?;
             let workflow = render_workflow(&group, &plugin, now())
                 .map_err(|e| anyhow!("cannot render {}: {e}", plugin.type_name()))?;
@@ -88,7 +96,7 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<u8> {
             message,
             attempt,
         } => {
-            let plugin = load(&runtime, &file)?;
+            let plugin = load(&runtime()?, &file)?;
             let group = read_group(&group)?;
             let verdict = eval(&plugin, &group, &step, exit_code, message, attempt)?;
             println!("{}", format_verdict(&verdict));
