@@ -64,6 +64,8 @@ pub async fn serve(
             return;
         }
     };
+    // The bound address: with port 0 the system picks one, and this line says which.
+    let addr = listener.local_addr().unwrap_or(addr);
     info!(%addr, "serving /healthz /readyz /metrics /plugins");
     loop {
         let Ok((stream, _)) = listener.accept().await else {

@@ -8,11 +8,15 @@
 //! - [`controllers`]: the WorkflowGroup and Workflow controllers.
 //! - [`cli`]: subcommands of the `workflow-operator` binary.
 //! - [`http`]: health, readiness, metrics and the loaded plugins.
+//! - [`plugin_configmaps`]: plugins from labelled ConfigMaps, read through the API.
+//! - [`leader`]: leader election on a Lease, so that replicas wait as standbys.
 
 pub mod api;
 pub mod cli;
 pub mod controllers;
 pub mod graph;
 pub mod http;
+pub mod leader;
 pub mod plugin;
+pub mod plugin_configmaps;
 pub mod render;

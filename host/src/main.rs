@@ -5,12 +5,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
+use kube::runtime::events::Reporter;
 use tracing::info;
 use workflow_operator::cli::plugin::PluginCommand;
 use workflow_operator::controllers::status::printable;
 use workflow_operator::controllers::{self, Metrics, OperatorConfig};
 use workflow_operator::http::{self, Readiness};
+use workflow_operator::leader::{self, LeaseConfig};
 use workflow_operator::plugin::{PluginMetrics, PluginRegistry, Runtime, RuntimeConfig};
+use workflow_operator::plugin_configmaps::{self, ConfigMapSource, PLUGIN_LABEL};
 
 #[derive(Parser)]
 #[command(
@@ -38,13 +41,31 @@ enum Command {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Directory of `*.wasm` workflow type plugins, watched for changes (a mounted ConfigMap).
+    /// Directory of `*.wasm` workflow type plugins, watched for changes (a mounted volume).
+    /// Plugins from ConfigMaps (`--plugin-configmaps`) are served beside it.
+    #[arg(long, env = "WORKFLOW_PLUGIN_DIR")]
+    plugin_dir: Option<PathBuf>,
+    /// Label selector of the ConfigMaps whose `*.wasm` entries are plugins, read through the
+    /// API in the plugin namespace; an empty value turns this source off.
+    #[arg(long, env = "WORKFLOW_PLUGIN_CONFIGMAPS", default_value = PLUGIN_LABEL)]
+    plugin_configmaps: String,
+    /// Namespace of the plugin ConfigMaps (and of the leader lease): by default the pod's own
+    /// namespace (`POD_NAMESPACE`), else the kubeconfig's.
+    #[arg(long, env = "POD_NAMESPACE")]
+    plugin_namespace: Option<String>,
+    /// Run the controllers only while holding a Lease, so that replicas wait as standbys.
+    #[arg(long, env = "WORKFLOW_LEADER_ELECT")]
+    leader_elect: bool,
+    /// Name of the leader election Lease.
     #[arg(
         long,
-        env = "WORKFLOW_PLUGIN_DIR",
-        default_value = "/etc/workflow-operator/plugins"
+        env = "WORKFLOW_LEADER_ELECTION_ID",
+        default_value = "workflow-operator"
     )]
-    plugin_dir: PathBuf,
+    leader_election_id: String,
+    /// Namespace of the leader election Lease (by default the plugin namespace).
+    #[arg(long, env = "WORKFLOW_LEADER_ELECTION_NAMESPACE")]
+    leader_election_namespace: Option<String>,
     /// Image of a step's container when the step names none.
     #[arg(long, env = "WORKFLOW_DEFAULT_IMAGE", default_value = "busybox:1.36")]
     default_image: String,
@@ -120,11 +141,15 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let mut prometheus = prometheus_client::registry::Registry::default();
         let plugin_metrics = PluginMetrics::register(&mut prometheus);
         let registry = PluginRegistry::new(Runtime::new(config)?.with_metrics(plugin_metrics));
-        let report = registry.load_dir(&args.plugin_dir);
-        info!(dir = %args.plugin_dir.display(), ?report, "loaded plugins");
-        let _watch = registry.watch(&args.plugin_dir)?;
+        let _watch = match &args.plugin_dir {
+            Some(dir) => {
+                let guard = registry.watch(dir)?;
+                info!(dir = %dir.display(), types = ?registry.types().len(), "loaded plugins from the directory");
+                Some(guard)
+            }
+            None => None,
+        };
         let readiness = Readiness::default();
-        readiness.set_plugins_loaded();
 
         let metrics = Arc::new(Metrics::register(&mut prometheus));
         let counted = metrics.clone();
@@ -141,13 +166,67 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
             .with_layer(&count_requests)
             .build();
+        // The standby serves /healthz (and /plugins) too; /readyz waits for the controllers.
         tokio::spawn(http::serve(
             args.http_addr,
             Arc::new(prometheus),
             registry.clone(),
             readiness.clone(),
         ));
-        controllers::run(
+        let own_namespace = args
+            .plugin_namespace
+            .clone()
+            .unwrap_or_else(|| client.default_namespace().to_string());
+        let reporter = Reporter {
+            controller: "workflow-operator".into(),
+            instance: std::env::var("POD_NAME").ok(),
+        };
+        let (loaded, plugins_loaded) = tokio::sync::oneshot::channel::<()>();
+        if args.plugin_configmaps.is_empty() {
+            let _ = loaded.send(());
+        } else {
+            let source = ConfigMapSource {
+                namespace: own_namespace.clone(),
+                selector: args.plugin_configmaps.clone(),
+            };
+            tokio::spawn(plugin_configmaps::watch(
+                client.clone(),
+                registry.clone(),
+                source,
+                reporter.clone(),
+                move || {
+                    let _ = loaded.send(());
+                },
+            ));
+        }
+        // Controllers start with every source read once: a group must not be told its type is
+        // missing while its ConfigMap is still being listed. A standby compiles them too, so
+        // that it takes over ready.
+        tokio::select! {
+            _ = plugins_loaded => readiness.set_plugins_loaded(),
+            () = shutdown_signal() => return Ok(()),
+        }
+
+        let leadership = if args.leader_elect {
+            let lease = LeaseConfig {
+                name: args.leader_election_id.clone(),
+                namespace: args
+                    .leader_election_namespace
+                    .clone()
+                    .unwrap_or_else(|| own_namespace.clone()),
+                identity: identity(),
+            };
+            tokio::select! {
+                held = leader::acquire(client.clone(), &lease) => Some(held?),
+                () = shutdown_signal() => {
+                    info!("stopped while waiting for the leader lease");
+                    return Ok(());
+                }
+            }
+        } else {
+            None
+        };
+        let controllers = controllers::run(
             client,
             registry,
             OperatorConfig {
@@ -156,8 +235,48 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             },
             metrics,
             readiness,
-        )
-        .await;
+            reporter,
+        );
+        match leadership {
+            None => controllers.await,
+            Some(mut leadership) => {
+                tokio::select! {
+                    () = controllers => leadership.release().await,
+                    () = leadership.lost() => {
+                        // Another replica may be leading already: stop every write at once.
+                        anyhow::bail!("lost the leader lease; stopping so that this replica restarts as a standby");
+                    }
+                }
+            }
+        }
         Ok(())
     })
+}
+
+/// Who this replica is in the leader election: its pod name in a cluster, else the host
+/// name and process id.
+fn identity() -> String {
+    if let Ok(pod) = std::env::var("POD_NAME") {
+        return pod;
+    }
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .unwrap_or_else(|_| "workflow-operator".into());
+    format!("{host}-{}", std::process::id())
+}
+
+/// SIGTERM (what the kubelet sends) or Ctrl-C.
+async fn shutdown_signal() {
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        () = terminate => {}
+    }
 }

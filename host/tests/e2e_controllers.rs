@@ -57,6 +57,77 @@ fn plugin_dir(types: &[&str]) -> tempfile::TempDir {
     dir
 }
 
+/// The kubeconfig every operator of these tests runs with: a token of the install manifests'
+/// ServiceAccount (`deploy/rbac.yaml`), not the cluster-admin one, so a rule missing there
+/// fails the tests.
+fn operator_kubeconfig() -> &'static Path {
+    static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+    KUBECONFIG.get_or_init(|| {
+        let cluster = cluster();
+        let deploy = repo_root().join("deploy");
+        cluster.kubectl_ok(&[
+            "apply",
+            "-f",
+            &deploy.join("namespace.yaml").to_string_lossy(),
+            "-f",
+            &deploy.join("rbac.yaml").to_string_lossy(),
+        ]);
+        let token = cluster.kubectl_ok(&[
+            "-n",
+            "workflow-system",
+            "create",
+            "token",
+            "workflow-operator",
+            "--duration=12h",
+        ]);
+        let admin = cluster.kubectl_json(&["config", "view", "--raw", "--minify"]);
+        let kubeconfig = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": admin["clusters"][0]["cluster"]}],
+            "users": [{"name": "workflow-operator", "user": {"token": token.trim()}}],
+            "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "workflow-operator", "namespace": "workflow-system"}}],
+            "current-context": "operator",
+        });
+        let dir = repo_root().join("target/e2e-logs");
+        std::fs::create_dir_all(&dir).expect("log directory");
+        let path = dir.join(format!("operator-sa-{}.kubeconfig", std::process::id()));
+        std::fs::write(&path, kubeconfig.to_string()).expect("write the operator's kubeconfig");
+        path
+    })
+}
+
+/// `kubectl` as the operator's ServiceAccount.
+fn kubectl_as_operator(args: &[&str]) -> std::process::Output {
+    Command::new(workflow_e2e::kubectl_program())
+        .arg("--kubeconfig")
+        .arg(operator_kubeconfig())
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+/// Grants the operator in `ns` what the install grants it in its own namespace (plugin
+/// ConfigMaps, the leader Lease), as the RoleBinding of `deploy/rbac.yaml` does.
+fn grant_own_namespace(ns: &str) {
+    cluster().apply_yaml_in(
+        ns,
+        r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: workflow-operator-own-namespace
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: workflow-operator-own-namespace
+subjects:
+- kind: ServiceAccount
+  name: workflow-operator
+  namespace: workflow-system
+"#,
+    );
+}
+
 /// The operator binary running against the cluster, watching one namespace.
 struct Operator {
     child: Child,
@@ -70,6 +141,17 @@ impl Operator {
 
     /// Starts the operator with `extra` arguments after the usual ones.
     fn start_with(namespace: &str, plugins: &Path, extra: &[&str]) -> Operator {
+        let mut operator = Operator::spawn(namespace, plugins, extra);
+        // Plugins are compiled before the controllers start; wait so that test timings start
+        // from a running operator.
+        operator.wait_for_log("controllers started");
+        operator
+    }
+
+    /// Starts the operator, as the ServiceAccount of the install, with its own namespace (plugin
+    /// ConfigMaps, leases) being `namespace`; does not wait for anything.
+    fn spawn(namespace: &str, plugins: &Path, extra: &[&str]) -> Operator {
+        grant_own_namespace(namespace);
         let logs = repo_root().join("target/e2e-logs");
         std::fs::create_dir_all(&logs).expect("log directory");
         let log = logs.join(format!("operator-{namespace}-{}.log", now_millis()));
@@ -79,33 +161,71 @@ impl Operator {
                 "run",
                 "--namespace",
                 namespace,
+                "--plugin-namespace",
+                namespace,
                 "--http-addr",
                 "127.0.0.1:0",
                 "--plugin-dir",
             ])
             .arg(plugins)
             .args(extra)
-            .env("KUBECONFIG", cluster().kubeconfig())
+            .env("KUBECONFIG", operator_kubeconfig())
             .env("RUST_LOG", "info,workflow_operator=debug")
             .stdin(Stdio::null())
             .stdout(file.try_clone().expect("log file"))
             .stderr(file)
             .spawn()
             .expect("start the operator");
-        let mut operator = Operator { child, log };
-        // Plugins are compiled before the controllers start; wait so that test timings start
-        // from a running operator.
+        Operator { child, log }
+    }
+
+    /// Waits until the log has a line containing `text`; returns the time waited.
+    fn wait_for_log(&mut self, text: &str) -> Duration {
         let start = Instant::now();
-        while !operator.log_text().contains("controllers started") {
-            operator.assert_running();
+        while !self.log_text().contains(text) {
+            self.assert_running();
             assert!(
                 start.elapsed() < TIMEOUT,
-                "the operator did not start: {}",
-                operator.log_text()
+                "the operator never logged {text:?}: {}",
+                self.log_text()
             );
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(20));
         }
-        operator
+        start.elapsed()
+    }
+
+    /// The address of its HTTP endpoints, from its log.
+    fn http_addr(&mut self) -> String {
+        self.wait_for_log("serving /healthz");
+        let log = self.log_text();
+        let line = log
+            .lines()
+            .find(|l| l.contains("serving /healthz"))
+            .unwrap_or_default();
+        let addr = line
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix("addr="))
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        addr.to_string()
+    }
+
+    /// GET `path` of its HTTP endpoints: the status code and the body.
+    fn http_get(&mut self, path: &str) -> (u16, String) {
+        let addr = self.http_addr();
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                &format!("http://{addr}{path}"),
+            ])
+            .output()
+            .expect("run curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
     }
 
     fn assert_running(&mut self) {
@@ -702,4 +822,233 @@ fn a_group_name_too_long_for_a_label_value_is_refused_at_apply_with_the_reason()
         "{stderr}"
     );
     assert!(list(&ns, "workflowgroups", None).is_empty());
+}
+
+/// The types `/plugins` serves, with their digests and the problems it reports.
+fn served_plugins(operator: &mut Operator) -> Value {
+    let (status, body) = operator.http_get("/plugins");
+    assert_eq!(status, 200, "/plugins answered {status}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("/plugins is not JSON ({e}): {body}"))
+}
+
+fn served_digest(plugins: &Value, type_name: &str) -> Option<String> {
+    plugins["types"]
+        .as_array()?
+        .iter()
+        .find(|t| t["typeName"] == type_name)
+        .map(|t| t["digest"].as_str().unwrap_or_default().to_string())
+}
+
+#[test]
+fn a_plugin_configmap_is_served_at_once_and_a_broken_update_is_reported_while_the_last_good_version_serves()
+ {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-configmaps");
+    let no_dir = tempfile::tempdir().expect("temporary plugin directory");
+    let mut operator = Operator::start(&ns, no_dir.path());
+    assert_eq!(
+        served_digest(&served_plugins(&mut operator), "post-check"),
+        None
+    );
+
+    // The path a plugin author follows: create the ConfigMap from the file, then label it.
+    let wasm = built_plugin("post-check");
+    let from_file = format!("--from-file=post-check.wasm={}", wasm.display());
+    cluster.kubectl_ok(&["-n", &ns, "create", "configmap", "post-check", &from_file]);
+    let labelled = Instant::now();
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "label",
+        "configmap",
+        "post-check",
+        "workflow.rxg456.cn/plugin=true",
+    ]);
+    let good = loop {
+        if let Some(digest) = served_digest(&served_plugins(&mut operator), "post-check") {
+            break digest;
+        }
+        assert!(
+            labelled.elapsed() < Duration::from_secs(10),
+            "the labelled ConfigMap was not served: {}",
+            operator.log_text()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    let live = labelled.elapsed();
+    eprintln!(
+        "plugin ConfigMap served {} ms after `kubectl label` started",
+        live.as_millis()
+    );
+    // A mounted volume would take the kubelet's sync period (60-90 s).
+    assert!(live < Duration::from_secs(10), "served after {live:?}");
+    cluster.apply_yaml_in(&ns, &group_yaml("from-configmap", &["post-check"], "", ""));
+    wait_group_phase(&ns, "from-configmap", "Completed", &mut operator);
+
+    // A broken version: reported on /plugins and as a Warning Event on the ConfigMap, while
+    // the last good version keeps serving.
+    let garbage =
+        serde_json::to_string(&json!({"binaryData": {"post-check.wasm": "bm90IHdhc20="}}))
+            .expect("patch");
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "configmap",
+        "post-check",
+        "--type=merge",
+        "-p",
+        &garbage,
+    ]);
+    cluster.wait_for("a Warning Event on the broken ConfigMap", TIMEOUT, || {
+        !list(&ns, "events", None)
+            .iter()
+            .filter(|e| e["involvedObject"]["kind"] == "ConfigMap")
+            .filter(|e| e["involvedObject"]["name"] == "post-check")
+            .filter(|e| e["type"] == "Warning" && e["reason"] == "PluginInvalid")
+            .collect::<Vec<_>>()
+            .is_empty()
+    });
+    let plugins = served_plugins(&mut operator);
+    assert_eq!(
+        served_digest(&plugins, "post-check"),
+        Some(good.clone()),
+        "{plugins}"
+    );
+    let problems = plugins["problems"].to_string();
+    assert!(
+        problems.contains(&format!("configmap/{ns}/post-check/post-check.wasm"))
+            && problems.contains("still serving the last good version of post-check"),
+        "{problems}"
+    );
+    cluster.apply_yaml_in(&ns, &group_yaml("on-last-good", &["post-check"], "", ""));
+    wait_group_phase(&ns, "on-last-good", "Completed", &mut operator);
+
+    // Over the API server's limit: its own refusal, and nothing changes here.
+    let big = tempfile::NamedTempFile::new().expect("temporary file");
+    std::fs::write(big.path(), vec![0u8; 1_100_000]).expect("write");
+    let too_big = cluster.kubectl(&[
+        "-n",
+        &ns,
+        "create",
+        "configmap",
+        "too-big",
+        &format!("--from-file=too-big.wasm={}", big.path().display()),
+    ]);
+    let stderr = String::from_utf8_lossy(&too_big.stderr);
+    assert!(
+        !too_big.status.success() && stderr.contains("1048576"),
+        "{stderr}"
+    );
+
+    // Deleting the ConfigMap removes the type.
+    cluster.kubectl_ok(&["-n", &ns, "delete", "configmap", "post-check"]);
+    cluster.wait_for("post-check to be removed", TIMEOUT, || {
+        served_digest(&served_plugins(&mut operator), "post-check").is_none()
+    });
+    operator.assert_running();
+}
+
+#[test]
+fn the_operators_service_account_is_refused_what_it_does_not_need() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-rbac");
+    let outside = cluster.fresh_namespace("e2e-rbac-outside");
+    grant_own_namespace(&ns);
+    let can_i = |args: &[&str]| -> String {
+        let out = kubectl_as_operator(&[&["auth", "can-i"], args].concat());
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    // What it needs (the identity works) ...
+    assert_eq!(can_i(&["create", "pods", "-n", &ns]), "yes");
+    assert_eq!(can_i(&["watch", "configmaps", "-n", &ns]), "yes");
+    assert_eq!(
+        can_i(&["patch", "leases.coordination.k8s.io", "-n", &ns]),
+        "yes"
+    );
+    // ... and not what it does not.
+    for (verb, resource, namespace) in [
+        ("get", "secrets", ns.as_str()),
+        ("list", "configmaps", outside.as_str()),
+        ("create", "leases.coordination.k8s.io", outside.as_str()),
+        ("delete", "workflows.workflow.rxg456.cn", ns.as_str()),
+        ("update", "workflowgroups.workflow.rxg456.cn", ns.as_str()),
+        ("update", "pods", ns.as_str()),
+        ("create", "deployments.apps", ns.as_str()),
+    ] {
+        assert_eq!(
+            can_i(&[verb, resource, "-n", namespace]),
+            "no",
+            "the operator may {verb} {resource} in {namespace}"
+        );
+    }
+    let secrets = kubectl_as_operator(&["-n", &ns, "get", "secrets"]);
+    let stderr = String::from_utf8_lossy(&secrets.stderr);
+    assert!(
+        !secrets.status.success() && stderr.contains("forbidden"),
+        "reading Secrets was not refused: {stderr}"
+    );
+    let configmaps = kubectl_as_operator(&["-n", &outside, "get", "configmaps"]);
+    assert!(
+        !configmaps.status.success(),
+        "ConfigMaps outside its namespace were readable"
+    );
+}
+
+#[test]
+fn a_standby_takes_over_when_the_leader_is_killed_mid_group_and_nothing_runs_twice() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-leader");
+    let plugins = plugin_dir(&["pre-check", "setup", "post-check"]);
+    let mut leader = Operator::spawn(&ns, plugins.path(), &["--leader-elect"]);
+    leader.wait_for_log("controllers started");
+    let mut standby = Operator::spawn(&ns, plugins.path(), &["--leader-elect"]);
+    standby.wait_for_log("waiting for the leader lease");
+    cluster.wait_for("the leader to be ready", TIMEOUT, || {
+        leader.http_get("/readyz").0 == 200
+    });
+    // The standby is alive, not ready, and runs no controllers.
+    assert_eq!(standby.http_get("/healthz").0, 200);
+    let (status, body) = standby.http_get("/readyz");
+    assert_eq!(status, 503, "{body}");
+    assert!(!standby.log_text().contains("controllers started"));
+
+    cluster.apply_yaml_in(
+        &ns,
+        &group_yaml("handed-over", &["pre-check", "setup", "post-check"], "", ""),
+    );
+    cluster.wait_for("the setup workflow to exist", TIMEOUT, || {
+        leader.assert_running();
+        list(&ns, "workflows", None)
+            .iter()
+            .any(|w| w["spec"]["type"] == "setup")
+    });
+    leader.crash();
+    let killed = Instant::now();
+    standby.wait_for_log("became the leader");
+    let takeover = killed.elapsed();
+    eprintln!(
+        "the standby took over {} ms after the leader was killed",
+        takeover.as_millis()
+    );
+    wait_group_phase(&ns, "handed-over", "Completed", &mut standby);
+    assert!(
+        takeover <= Duration::from_secs(20),
+        "takeover took {takeover:?}, more than the lease duration allows"
+    );
+
+    let mut types: Vec<String> = list(&ns, "workflows", None)
+        .iter()
+        .map(|w| text(w, "/spec/type").to_string())
+        .collect();
+    types.sort();
+    assert_eq!(
+        types,
+        ["post-check", "pre-check", "setup"],
+        "exactly one workflow per type"
+    );
+    assert_eq!(list(&ns, "pods", None).len(), 5, "exactly one pod per step");
+    cluster.wait_for("the new leader to be ready", TIMEOUT, || {
+        standby.http_get("/readyz").0 == 200
+    });
 }

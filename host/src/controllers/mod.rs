@@ -16,6 +16,7 @@ pub mod workflow;
 pub mod workflowgroup;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Pod;
@@ -46,6 +47,21 @@ fn strip_managed_fields<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
 }
 
+/// Whether `store` became ready (false: its writer is gone). Asked again every 100 ms: kube's
+/// readiness signal wakes only the last task waiting on it, and the controllers wait on it too.
+async fn store_ready<K>(store: &reflector::Store<K>) -> bool
+where
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        let wait = tokio::time::timeout(Duration::from_millis(100), store.wait_until_ready());
+        if let Ok(ready) = wait.await {
+            return ready.is_ok();
+        }
+    }
+}
+
 /// Runs both controllers until a shutdown signal. `readiness` learns when both controllers'
 /// caches have synced.
 pub async fn run(
@@ -54,11 +70,8 @@ pub async fn run(
     config: OperatorConfig,
     metrics: Arc<Metrics>,
     readiness: Readiness,
+    reporter: Reporter,
 ) {
-    let reporter = Reporter {
-        controller: "workflow-operator".into(),
-        instance: std::env::var("POD_NAME").ok(),
-    };
     let (groups, workflows, pods): (Api<WorkflowGroup>, Api<Workflow>, Api<Pod>) =
         match &config.namespace {
             Some(ns) => (
@@ -116,9 +129,7 @@ pub async fn run(
     let ready_stores = (group_store.clone(), workflow_store.clone(), pod_store);
     tokio::spawn(async move {
         let (groups, workflows, pods) = ready_stores;
-        if groups.wait_until_ready().await.is_ok()
-            && workflows.wait_until_ready().await.is_ok()
-            && pods.wait_until_ready().await.is_ok()
+        if store_ready(&groups).await && store_ready(&workflows).await && store_ready(&pods).await
         {
             info!("controller caches synced");
             readiness.set_controllers_synced();

@@ -26,6 +26,6 @@ pub use bench::WarmInstance;
 pub use config::RuntimeConfig;
 pub use error::{CONTRACT_VERSION, PluginError};
 pub use metrics::PluginMetrics;
-pub use registry::{LoadProblem, LoadedType, PluginRegistry, ScanReport, WatchGuard};
+pub use registry::{LoadProblem, LoadedType, PluginRegistry, ScanReport, SourceFile, WatchGuard};
 pub use runtime::{Plugin, Runtime};
 pub use types::{EnvVar, Gate, GroupContext, PluginInfo, Step, StepOutcome, Target, Verdict};

@@ -1,5 +1,7 @@
-//! The set of workflow types the operator can run: every `*.wasm` of a directory, reloaded
-//! when the directory changes.
+//! The set of workflow types the operator can run: every `*.wasm` its sources offer (a
+//! directory watched for changes, ConfigMaps read through the API), reloaded when a source
+//! changes. A source hands over file names and bytes; this module knows nothing of where they
+//! came from.
 //!
 //! A ConfigMap volume changes by an atomic swap of its `..data` symlink, which shows up as
 //! a mix of create/remove/rename events on names that are not the plugin files. So every
@@ -32,8 +34,16 @@ pub struct LoadedType {
     pub version: String,
     /// sha256 of the plugin file, lowercase hex.
     pub digest: String,
-    /// The file it was loaded from.
+    /// The file it was loaded from (`configmap/<namespace>/<name>/<key>` for a ConfigMap entry).
     pub file: PathBuf,
+}
+
+/// One plugin file offered by a source: where it comes from and its bytes, or why they
+/// could not be read.
+#[derive(Debug, Clone)]
+pub struct SourceFile {
+    pub origin: PathBuf,
+    pub bytes: Result<Vec<u8>, String>,
 }
 
 /// A file that could not be used, and why.
@@ -44,7 +54,7 @@ pub struct LoadProblem {
     pub message: String,
 }
 
-/// The outcome of one scan of the plugin directory.
+/// The outcome of one scan of a plugin source.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ScanReport {
@@ -83,8 +93,16 @@ struct State {
     versions: HashMap<String, Arc<Plugin>>,
     /// The type each file last loaded successfully, to keep serving it while the file is broken.
     last_good_type: HashMap<PathBuf, String>,
+    /// The last scan of each source, by source name; the served set follows their union.
+    sources: BTreeMap<String, SourceScan>,
     problems: Vec<LoadProblem>,
     generation: u64,
+}
+
+#[derive(Clone, Default)]
+struct SourceScan {
+    loads: Vec<FileLoad>,
+    problem: Option<LoadProblem>,
 }
 
 #[derive(Clone)]
@@ -180,16 +198,34 @@ impl PluginRegistry {
     /// whose file is broken and reporting conflicts. A directory that cannot be read serves
     /// nothing and is reported as a problem.
     pub fn load_dir(&self, dir: &Path) -> ScanReport {
+        let (files, problem) = read_dir_files(dir);
+        self.load_source(&format!("dir:{}", dir.display()), files, problem)
+    }
+
+    /// Makes the files of `source` those it offers now: loads each, then serves the union
+    /// of all sources' files as [`PluginRegistry::load_dir`] describes. A file whose content
+    /// was loaded before (from any source) is not compiled again. `problem` is reported
+    /// when the source itself could not be read whole.
+    pub fn load_source(
+        &self,
+        source: &str,
+        files: Vec<SourceFile>,
+        problem: Option<LoadProblem>,
+    ) -> ScanReport {
         let _scan = self
             .inner
             .scan_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
         // Compile outside the state lock: callers keep reading the old set meanwhile.
-        let (loads, dir_problem) = self.load_files(dir);
+        let loads = files.into_iter().map(|file| self.load_one(file)).collect();
         let mut state = self.lock();
+        state
+            .sources
+            .insert(source.to_string(), SourceScan { loads, problem });
         let before = served_digests(&state);
-        apply_scan(&mut state, loads, dir_problem);
+        let (loads, problems) = union_of_sources(&state);
+        apply_scan(&mut state, loads, problems);
         let changed = served_digests(&state) != before;
         if changed {
             state.generation += 1;
@@ -252,61 +288,23 @@ impl PluginRegistry {
         Ok(WatchGuard { _watcher: watcher })
     }
 
-    fn load_files(&self, dir: &Path) -> (Vec<FileLoad>, Option<LoadProblem>) {
-        let entries = match std::fs::read_dir(dir) {
-            Ok(entries) => entries,
-            Err(e) => {
-                return (
-                    Vec::new(),
-                    Some(LoadProblem {
-                        file: dir.to_path_buf(),
-                        message: format!("cannot read plugin directory {}: {e}", dir.display()),
-                    }),
-                );
+    fn load_one(&self, file: SourceFile) -> FileLoad {
+        let origin = file.origin.display().to_string();
+        let result = file.bytes.and_then(|bytes| {
+            let digest = hex::encode(Sha256::digest(&bytes));
+            // Content loaded before: reuse the plugin as it is.
+            if let Some(loaded) = self.lock().versions.get(&digest) {
+                return Ok(loaded.clone());
             }
-        };
-        let mut paths: Vec<PathBuf> = entries
-            .filter_map(Result::ok)
-            .map(|entry| entry.path())
-            .filter(|path| {
-                path.file_name()
-                    .and_then(|n| n.to_str())
-                    .is_some_and(|n| !n.starts_with('.') && n.ends_with(".wasm"))
-            })
-            // `metadata` follows symlinks: `foo.wasm -> ..data/foo.wasm` is a file.
-            .filter(|path| std::fs::metadata(path).is_ok_and(|m| m.is_file()))
-            .collect();
-        paths.sort();
-        let loads = paths
-            .into_iter()
-            .map(|path| {
-                let origin = path.display().to_string();
-                let result = std::fs::read(&path)
-                    .map_err(|e| PluginError::Read {
-                        origin: origin.clone(),
-                        reason: e.to_string(),
-                    })
-                    .and_then(|bytes| {
-                        let digest = hex::encode(Sha256::digest(&bytes));
-                        // The same content at the same place: reuse the plugin as it is.
-                        if let Some(served) = self.served_from(&path, &digest) {
-                            return Ok(served);
-                        }
-                        self.inner.runtime.load(&bytes, &origin)
-                    });
-                FileLoad { path, result }
-            })
-            .collect();
-        (loads, None)
-    }
-
-    fn served_from(&self, path: &Path, digest: &str) -> Option<Arc<Plugin>> {
-        let state = self.lock();
-        state
-            .current
-            .values()
-            .find(|s| s.file == path && s.plugin.digest() == digest)
-            .map(|s| s.plugin.clone())
+            self.inner
+                .runtime
+                .load(&bytes, &origin)
+                .map_err(|e| e.to_string())
+        });
+        FileLoad {
+            path: file.origin,
+            result,
+        }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -317,14 +315,69 @@ impl PluginRegistry {
     }
 }
 
+#[derive(Clone)]
 struct FileLoad {
     path: PathBuf,
-    result: Result<Arc<Plugin>, PluginError>,
+    result: Result<Arc<Plugin>, String>,
+}
+
+/// The `*.wasm` files of `dir` (following symlinks, skipping dotfiles and directories), sorted.
+fn read_dir_files(dir: &Path) -> (Vec<SourceFile>, Option<LoadProblem>) {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) => {
+            let problem = LoadProblem {
+                file: dir.to_path_buf(),
+                message: format!("cannot read plugin directory {}: {e}", dir.display()),
+            };
+            return (Vec::new(), Some(problem));
+        }
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|entry| entry.path())
+        .filter(|path| {
+            path.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !n.starts_with('.') && n.ends_with(".wasm"))
+        })
+        // `metadata` follows symlinks: `foo.wasm -> ..data/foo.wasm` is a file.
+        .filter(|path| std::fs::metadata(path).is_ok_and(|m| m.is_file()))
+        .collect();
+    paths.sort();
+    let files = paths
+        .into_iter()
+        .map(|path| SourceFile {
+            bytes: std::fs::read(&path).map_err(|e| {
+                PluginError::Read {
+                    origin: path.display().to_string(),
+                    reason: e.to_string(),
+                }
+                .to_string()
+            }),
+            origin: path,
+        })
+        .collect();
+    (files, None)
+}
+
+/// Every source's files and problems, as one scan.
+fn union_of_sources(state: &State) -> (Vec<FileLoad>, Vec<LoadProblem>) {
+    let loads = state
+        .sources
+        .values()
+        .flat_map(|scan| scan.loads.iter().cloned())
+        .collect();
+    let problems = state
+        .sources
+        .values()
+        .filter_map(|scan| scan.problem.clone())
+        .collect();
+    (loads, problems)
 }
 
 /// Makes the served set follow one scan's loads.
-fn apply_scan(state: &mut State, loads: Vec<FileLoad>, dir_problem: Option<LoadProblem>) {
-    let mut problems: Vec<LoadProblem> = dir_problem.into_iter().collect();
+fn apply_scan(state: &mut State, loads: Vec<FileLoad>, mut problems: Vec<LoadProblem>) {
     let present: BTreeSet<PathBuf> = loads.iter().map(|l| l.path.clone()).collect();
     // Good loads, by the type they claim.
     let mut claims: BTreeMap<String, Vec<(PathBuf, Arc<Plugin>)>> = BTreeMap::new();
@@ -344,8 +397,7 @@ fn apply_scan(state: &mut State, loads: Vec<FileLoad>, dir_problem: Option<LoadP
                     .or_default()
                     .push((load.path, plugin));
             }
-            Err(error) => {
-                let mut message = error.to_string();
+            Err(mut message) => {
                 if let Some(type_name) = state.last_good_type.get(&load.path) {
                     if state
                         .current

@@ -1,0 +1,290 @@
+//! Plugins from ConfigMaps, read through the API: every `*.wasm` entry of every ConfigMap
+//! that matches a label selector in one namespace feeds the [`PluginRegistry`] as one source.
+//!
+//! Read through a watch rather than a mounted volume, a change is live as soon as the watch
+//! event arrives and the plugin is compiled (well under a second), where a volume waits for
+//! the kubelet's sync period (60 to 90 s). One ConfigMap per plugin keeps each under the
+//! API server's 1 MiB limit; several entries in one ConfigMap work as well.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Api, Client, Resource, ResourceExt};
+use tracing::{info, warn};
+
+use crate::controllers::status::printable;
+use crate::plugin::{LoadProblem, PluginRegistry, SourceFile};
+
+/// The label that marks a ConfigMap as holding plugins (any value).
+pub const PLUGIN_LABEL: &str = "workflow.rxg456.cn/plugin";
+
+/// The name of this source in the registry.
+const SOURCE: &str = "configmaps";
+
+/// The Event reason on a ConfigMap whose plugin cannot be used.
+const REASON_PLUGIN_INVALID: &str = "PluginInvalid";
+
+/// Where plugin ConfigMaps are read from.
+#[derive(Clone, Debug)]
+pub struct ConfigMapSource {
+    pub namespace: String,
+    /// A label selector, as `kubectl get -l` takes it.
+    pub selector: String,
+}
+
+/// Watches the ConfigMaps of `source` and keeps the registry's `configmaps` source equal to
+/// their `*.wasm` entries, until the watch ends. `loaded` is called once, after the first
+/// complete list has been loaded. A broken entry is reported by the registry (its problems,
+/// the log) and as a Warning Event on its ConfigMap; the last good version keeps serving.
+pub async fn watch(
+    client: Client,
+    registry: PluginRegistry,
+    source: ConfigMapSource,
+    reporter: Reporter,
+    loaded: impl FnOnce() + Send,
+) {
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), &source.namespace);
+    let recorder = Recorder::new(client, reporter);
+    let config = watcher::Config::default().labels(&source.selector);
+    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut listing: BTreeMap<String, ConfigMap> = BTreeMap::new();
+    let mut current: BTreeMap<String, ConfigMap> = BTreeMap::new();
+    let mut synced = false;
+    let mut loaded = Some(loaded);
+    let mut reported: BTreeSet<(PathBuf, String)> = BTreeSet::new();
+    info!(namespace = %source.namespace, selector = %source.selector, "watching plugin ConfigMaps");
+    while let Some(event) = events.next().await {
+        let event = match event {
+            Ok(event) => event,
+            Err(error) => {
+                warn!(%error, namespace = %source.namespace, "plugin ConfigMap watch");
+                continue;
+            }
+        };
+        match event {
+            watcher::Event::Init => listing.clear(),
+            watcher::Event::InitApply(cm) => {
+                listing.insert(cm.name_any(), cm);
+                continue;
+            }
+            watcher::Event::InitDone => {
+                current = std::mem::take(&mut listing);
+                synced = true;
+            }
+            watcher::Event::Apply(cm) => {
+                current.insert(cm.name_any(), cm);
+            }
+            watcher::Event::Delete(cm) => {
+                current.remove(&cm.name_any());
+            }
+        }
+        if !synced {
+            continue;
+        }
+        let files = plugin_files(&source.namespace, current.values());
+        let problem_registry = registry.clone();
+        let report = match tokio::task::spawn_blocking(move || {
+            problem_registry.load_source(SOURCE, files, None)
+        })
+        .await
+        {
+            Ok(report) => report,
+            Err(error) => {
+                warn!(%error, "loading plugins from ConfigMaps");
+                continue;
+            }
+        };
+        if let Some(loaded) = loaded.take() {
+            info!(
+                namespace = %source.namespace,
+                types = report.loaded.len(),
+                problems = report.problems.len(),
+                "loaded plugins from ConfigMaps"
+            );
+            loaded();
+        }
+        warn_on_configmaps(
+            &recorder,
+            &source.namespace,
+            &current,
+            &report.problems,
+            &mut reported,
+        )
+        .await;
+    }
+}
+
+/// The `*.wasm` entries of `configmaps`, named `configmap/<namespace>/<name>/<key>`.
+fn plugin_files<'a>(
+    namespace: &str,
+    configmaps: impl Iterator<Item = &'a ConfigMap>,
+) -> Vec<SourceFile> {
+    let mut files = Vec::new();
+    for cm in configmaps {
+        let name = cm.name_any();
+        let binary = cm.binary_data.iter().flatten();
+        let text = cm.data.iter().flatten();
+        let mut entries: Vec<SourceFile> = binary
+            .filter(|(key, _)| key.ends_with(".wasm"))
+            .map(|(key, bytes)| SourceFile {
+                origin: origin(namespace, &name, key),
+                bytes: Ok(bytes.0.clone()),
+            })
+            .chain(
+                text.filter(|(key, _)| key.ends_with(".wasm"))
+                    .map(|(key, _)| SourceFile {
+                        origin: origin(namespace, &name, key),
+                        bytes: Err(format!(
+                            "{key} is in the ConfigMap's data, where only UTF-8 text fits; \
+                             create it with `kubectl create configmap --from-file` so it lands in binaryData"
+                        )),
+                    }),
+            )
+            .collect();
+        if entries.is_empty() {
+            entries.push(SourceFile {
+                origin: origin(namespace, &name, "*.wasm"),
+                bytes: Err(format!(
+                    "ConfigMap {namespace}/{name} has the plugin label but no *.wasm entry"
+                )),
+            });
+        }
+        files.append(&mut entries);
+    }
+    files
+}
+
+fn origin(namespace: &str, name: &str, key: &str) -> PathBuf {
+    PathBuf::from(format!("configmap/{namespace}/{name}/{key}"))
+}
+
+/// The ConfigMap name an origin of [`plugin_files`] points at, in `namespace`.
+fn configmap_of<'a>(namespace: &str, problem: &'a LoadProblem) -> Option<&'a str> {
+    let rest = problem
+        .file
+        .to_str()?
+        .strip_prefix("configmap/")?
+        .strip_prefix(namespace)?
+        .strip_prefix('/')?;
+    rest.split('/').next()
+}
+
+/// One Warning Event per new problem of a ConfigMap entry, on that ConfigMap.
+async fn warn_on_configmaps(
+    recorder: &Recorder,
+    namespace: &str,
+    current: &BTreeMap<String, ConfigMap>,
+    problems: &[LoadProblem],
+    reported: &mut BTreeSet<(PathBuf, String)>,
+) {
+    let now: BTreeSet<(PathBuf, String)> = problems
+        .iter()
+        .map(|p| (p.file.clone(), p.message.clone()))
+        .collect();
+    for problem in problems {
+        let key = (problem.file.clone(), problem.message.clone());
+        if reported.contains(&key) {
+            continue;
+        }
+        let Some(cm) = configmap_of(namespace, problem).and_then(|name| current.get(name)) else {
+            continue;
+        };
+        let entry = problem
+            .file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let event = Event {
+            type_: EventType::Warning,
+            reason: REASON_PLUGIN_INVALID.into(),
+            note: Some(printable(&problem.message, 1000)),
+            action: format!("Load {}", printable(&entry, 64)),
+            secondary: None,
+        };
+        if let Err(error) = recorder.publish(&event, &cm.object_ref(&())).await {
+            warn!(%error, configmap = %cm.name_any(), "could not publish event");
+        }
+    }
+    // Forget what is fixed, so that breaking it again is reported again.
+    *reported = now;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::ByteString;
+
+    fn configmap(name: &str, binary: &[(&str, &[u8])], data: &[(&str, &str)]) -> ConfigMap {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(name.into());
+        cm.binary_data = Some(
+            binary
+                .iter()
+                .map(|(k, v)| ((*k).to_string(), ByteString(v.to_vec())))
+                .collect(),
+        );
+        cm.data = Some(
+            data.iter()
+                .map(|(k, v)| ((*k).to_string(), (*v).to_string()))
+                .collect(),
+        );
+        cm
+    }
+
+    #[test]
+    fn every_wasm_entry_of_binary_data_is_a_plugin_file_and_other_keys_are_ignored() {
+        let cms = [configmap(
+            "two",
+            &[("a.wasm", b"A"), ("b.wasm", b"B"), ("notes.txt", b"x")],
+            &[("README", "text")],
+        )];
+        let files = plugin_files("ops", cms.iter());
+        let origins: Vec<_> = files.iter().map(|f| f.origin.clone()).collect();
+        assert_eq!(
+            origins,
+            [
+                PathBuf::from("configmap/ops/two/a.wasm"),
+                PathBuf::from("configmap/ops/two/b.wasm")
+            ]
+        );
+        assert_eq!(files[1].bytes.as_deref(), Ok(&b"B"[..]));
+    }
+
+    #[test]
+    fn a_labelled_configmap_without_plugins_or_with_a_plugin_in_text_data_is_a_problem() {
+        let cms = [
+            configmap("empty", &[], &[("x.txt", "text")]),
+            configmap("text", &[], &[("t.wasm", "not binary")]),
+        ];
+        let files = plugin_files("ops", cms.iter());
+        assert_eq!(files.len(), 2);
+        let empty = files[0].bytes.as_ref().expect_err("no wasm entry");
+        assert!(
+            empty.contains("ops/empty") && empty.contains("no *.wasm entry"),
+            "{empty}"
+        );
+        let text = files[1].bytes.as_ref().expect_err("wasm in data");
+        assert!(text.contains("binaryData"), "{text}");
+    }
+
+    #[test]
+    fn a_problem_names_the_configmap_it_came_from_only_in_its_namespace() {
+        let problem = |file: &str| LoadProblem {
+            file: PathBuf::from(file),
+            message: "bad".into(),
+        };
+        assert_eq!(
+            configmap_of("ops", &problem("configmap/ops/my-type/my-type.wasm")),
+            Some("my-type")
+        );
+        assert_eq!(
+            configmap_of("ops", &problem("configmap/opsx/a/a.wasm")),
+            None
+        );
+        assert_eq!(configmap_of("ops", &problem("/etc/plugins/a.wasm")), None);
+    }
+}
