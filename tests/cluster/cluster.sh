@@ -345,6 +345,7 @@ EOF
     --service-cluster-ip-range=10.96.0.0/24 \
     --endpoint-reconciler-type=none \
     --disable-admission-plugins=TaintNodesByCondition \
+    --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
     --allow-privileged=true \
     --profiling=false \
     --v=1
