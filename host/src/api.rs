@@ -6,6 +6,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::core::{Message, Rule};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -94,6 +95,37 @@ pub const CONDITION_SUCCEEDED: &str = "Succeeded";
 
 pub use workflow_model::{EnvVar, Step, Target};
 
+/// Most workflow types one group may list (`spec.workflowSteps`).
+pub const MAX_WORKFLOW_STEPS: u32 = 64;
+/// Most targets one group or Workflow may have (the largest cluster Kubernetes supports).
+pub const MAX_TARGETS: u32 = 5000;
+
+// The rules the API server checks at `kubectl apply` (CEL `x-kubernetes-validations`), with
+// messages that name the offending value. The controllers check the same again for objects
+// stored before a rule existed.
+
+/// A DNS-1123 label, as CEL's `matches` takes it (what `graph::check_dns_label` accepts).
+macro_rules! dns_label {
+    () => {
+        "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
+    };
+}
+const WORKFLOW_TYPES_ARE_DNS_LABELS: &str = concat!("self.all(t, t.matches('", dns_label!(), "'))");
+const WORKFLOW_TYPES_ARE_DNS_LABELS_MESSAGE: &str = concat!(
+    "'workflow type \"' + self.filter(t, !t.matches('",
+    dns_label!(),
+    "'))[0] + '\" is not a valid name: a DNS label of lowercase letters, digits and \"-\", starting and ending with a letter or digit, at most 63 characters'"
+);
+const WORKFLOW_TYPES_ARE_UNIQUE: &str = "self.all(t, self.exists_one(u, u == t))";
+const WORKFLOW_TYPES_ARE_UNIQUE_MESSAGE: &str = "'workflow type \"' + self.filter(t, !self.exists_one(u, u == t))[0] + '\" is listed more than once: each type runs once per group'";
+const PARAMS_ONLY_FOR_LISTED_TYPES: &str =
+    "!has(self.params) || self.params.all(t, t in self.workflowSteps)";
+const PARAMS_ONLY_FOR_LISTED_TYPES_MESSAGE: &str = "'params are given for workflow type \"' + self.params.filter(t, !(t in self.workflowSteps))[0] + '\", which spec.workflowSteps does not list'";
+const IP_IS_AN_IP: &str = "isIP(self)";
+const IP_IS_AN_IP_MESSAGE: &str = "'\"' + self + '\" is not an IPv4 or IPv6 address'";
+const TYPE_IS_A_DNS_LABEL: &str = concat!("self.matches('", dns_label!(), "')");
+const TYPE_IS_A_DNS_LABEL_MESSAGE: &str = "'workflow type \"' + self + '\" is not a valid name: a DNS label of lowercase letters, digits and \"-\", starting and ending with a letter or digit, at most 63 characters'";
+
 /// A desired WorkflowGroup: workflow types to run, in order, against targets.
 #[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
 #[kube(
@@ -111,6 +143,9 @@ pub use workflow_model::{EnvVar, Step, Target};
     printcolumn = r#"{"name":"Progress","type":"string","jsonPath":".status.progress"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
+#[x_kube(validation = Rule::new(PARAMS_ONLY_FOR_LISTED_TYPES)
+    .message(Message::Expression(PARAMS_ONLY_FOR_LISTED_TYPES_MESSAGE.into()))
+    .field_path(".params"))]
 #[serde(rename_all = "camelCase")]
 pub struct WorkflowGroupSpec {
     /// Kind of group (free text, e.g. cluster-expansion).
@@ -119,8 +154,18 @@ pub struct WorkflowGroupSpec {
     /// Name of the cluster the targets belong to.
     pub cluster_name: String,
     /// Workflow types, run in this order, one after the other.
+    // Bounded so that the API server can bound the cost of the CEL rules.
+    #[schemars(length(min = 1, max = MAX_WORKFLOW_STEPS), inner(length(max = 63)))]
+    #[x_kube(
+        validation = Rule::new(WORKFLOW_TYPES_ARE_DNS_LABELS)
+            .message(Message::Expression(WORKFLOW_TYPES_ARE_DNS_LABELS_MESSAGE.into())),
+        // (Not `reason: FieldValueDuplicate`: the API server prints no message with that.)
+        validation = Rule::new(WORKFLOW_TYPES_ARE_UNIQUE)
+            .message(Message::Expression(WORKFLOW_TYPES_ARE_UNIQUE_MESSAGE.into()))
+    )]
     pub workflow_steps: Vec<String>,
     /// Nodes the workflows act on.
+    #[schemars(schema_with = "targets_schema")]
     pub targets: Vec<Target>,
     /// Stops progress: no new step or workflow starts while true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -132,9 +177,28 @@ pub struct WorkflowGroupSpec {
     pub params: BTreeMap<String, serde_json::Value>,
 }
 
+/// `spec.targets` of both kinds: the model's targets, at most [`MAX_TARGETS`], each `ip` an IP
+/// address. The rule sits on `ip` itself, so the API server's message names the target by its
+/// index (`spec.targets[1].ip`); the model crate knows nothing of Kubernetes, so it is added here.
+fn targets_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = <Vec<Target> as JsonSchema>::json_schema(generator);
+    schema.insert("maxItems".into(), MAX_TARGETS.into());
+    let rule = Rule::new(IP_IS_AN_IP).message(Message::Expression(IP_IS_AN_IP_MESSAGE.into()));
+    if let (Some(ip), Ok(rule)) = (
+        schema.pointer_mut("/items/properties/ip"),
+        serde_json::to_value(rule),
+    ) && let Some(ip) = ip.as_object_mut()
+    {
+        ip.insert("x-kubernetes-validations".into(), serde_json::json!([rule]));
+    }
+    schema
+}
+
 fn params_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({
         "type": "object",
+        // One entry per listed type at most (a CEL rule says so); bounded for its cost.
+        "maxProperties": MAX_WORKFLOW_STEPS,
         "additionalProperties": {
             "type": "object",
             "x-kubernetes-preserve-unknown-fields": true
@@ -182,7 +246,7 @@ pub struct WorkflowGroupStatus {
 }
 
 /// A desired Workflow: a DAG of steps of one type, run against targets.
-#[derive(CustomResource, Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "workflow.rxg456.cn",
     version = "v1alpha1",
@@ -199,10 +263,14 @@ pub struct WorkflowGroupStatus {
 pub struct WorkflowSpec {
     /// Workflow type: which plugin templates and judges it.
     #[serde(rename = "type")]
+    #[schemars(length(max = 63))]
+    #[x_kube(validation = Rule::new(TYPE_IS_A_DNS_LABEL)
+        .message(Message::Expression(TYPE_IS_A_DNS_LABEL_MESSAGE.into())))]
     pub type_: String,
     /// The steps, a dependency graph.
     pub steps: Vec<Step>,
     /// Nodes the workflow acts on.
+    #[schemars(schema_with = "targets_schema")]
     pub targets: Vec<Target>,
     /// Name of the cluster the targets belong to.
     pub cluster_name: String,

@@ -1052,3 +1052,256 @@ fn a_standby_takes_over_when_the_leader_is_killed_mid_group_and_nothing_runs_twi
         standby.http_get("/readyz").0 == 200
     });
 }
+
+/// `kubectl apply`s `yaml` in `ns`, expecting the API server to refuse it; returns the
+/// refusal (stderr), after checking nothing of that kind was stored.
+fn apply_refused(ns: &str, yaml: &str, kind: &str) -> String {
+    let mut child = cluster()
+        .kubectl_command()
+        .args(["-n", ns, "apply", "-f", "-"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl apply");
+    if let Some(mut stdin) = child.stdin.take() {
+        std::io::Write::write_all(&mut stdin, yaml.as_bytes()).expect("write the object");
+    }
+    let out = child.wait_with_output().expect("kubectl apply finishes");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        !out.status.success(),
+        "the API server accepted it: {}{stderr}\n{yaml}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    assert!(list(ns, kind, None).is_empty(), "a {kind} was stored");
+    stderr
+}
+
+/// A group of `types` with `targets` (YAML list items) and `extra_spec`.
+fn group_with(name: &str, types: &str, targets: &str, extra_spec: &str) -> String {
+    format!(
+        "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: WorkflowGroup
+metadata:
+  name: {name}
+spec:
+  type: cluster-expansion
+  clusterName: test-cluster
+  workflowSteps: {types}
+  targets:
+{targets}{extra_spec}"
+    )
+}
+
+const ONE_TARGET: &str = "  - {name: node-1, ip: 192.168.1.101, role: Master}\n";
+
+#[test]
+fn a_group_without_workflow_types_is_refused_at_apply_with_the_reason() {
+    let ns = cluster().fresh_namespace("e2e-no-types");
+    let refusal = apply_refused(
+        &ns,
+        &group_with("empty", "[]", ONE_TARGET, ""),
+        "workflowgroups",
+    );
+    assert!(
+        refusal.contains("spec.workflowSteps") && refusal.contains("at least 1 items"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn a_group_listing_a_workflow_type_twice_is_refused_at_apply_with_the_reason() {
+    let ns = cluster().fresh_namespace("e2e-twice");
+    let refusal = apply_refused(
+        &ns,
+        &group_with("twice", "[pre-check, setup, pre-check]", ONE_TARGET, ""),
+        "workflowgroups",
+    );
+    assert!(
+        refusal.contains("spec.workflowSteps")
+            && refusal.contains("workflow type \"pre-check\" is listed more than once"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn a_group_with_a_workflow_type_that_is_not_a_dns_label_is_refused_at_apply_with_the_reason() {
+    let ns = cluster().fresh_namespace("e2e-type-name");
+    for bad in ["Pre_Check", "-setup", &"x".repeat(64)] {
+        let refusal = apply_refused(
+            &ns,
+            &group_with(
+                "bad-type",
+                &format!("[pre-check, \"{bad}\"]"),
+                ONE_TARGET,
+                "",
+            ),
+            "workflowgroups",
+        );
+        assert!(refusal.contains("spec.workflowSteps"), "{refusal}");
+        let named = format!("workflow type \"{bad}\" is not a valid name: a DNS label");
+        let too_long = "spec.workflowSteps[1]: Too long: may not be more than 63";
+        assert!(
+            refusal.contains(&named) || (bad.len() > 63 && refusal.contains(too_long)),
+            "{bad}: {refusal}"
+        );
+    }
+}
+
+#[test]
+fn a_group_with_params_for_a_type_it_does_not_list_is_refused_at_apply_with_the_reason() {
+    let ns = cluster().fresh_namespace("e2e-stray-params");
+    let params = "  params:\n    pre-check: {}\n    at: {schedule: \"2026-01-01T00:00:00Z\", command: date}\n";
+    let refusal = apply_refused(
+        &ns,
+        &group_with("stray", "[pre-check]", ONE_TARGET, params),
+        "workflowgroups",
+    );
+    assert!(
+        refusal.contains("spec.params")
+            && refusal.contains(
+                "params are given for workflow type \"at\", which spec.workflowSteps does not list"
+            ),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn a_target_whose_ip_is_not_an_ip_address_is_refused_at_apply_with_the_reason() {
+    let ns = cluster().fresh_namespace("e2e-target-ip");
+    let targets = "  - {name: node-1, ip: 192.168.1.101}\n  - {name: node-2, ip: 192.168.1.300}\n";
+    let refusal = apply_refused(
+        &ns,
+        &group_with("bad-ip", "[pre-check]", targets, ""),
+        "workflowgroups",
+    );
+    assert!(
+        refusal.contains("spec.targets[1].ip")
+            && refusal.contains("\"192.168.1.300\" is not an IPv4 or IPv6 address"),
+        "{refusal}"
+    );
+    // IPv6 is an IP address too.
+    let targets = "  - {name: node-1, ip: \"fd00::1\"}\n";
+    cluster().apply_yaml_in(&ns, &group_with("ipv6", "[pre-check]", targets, ""));
+
+    // The same for a Workflow applied by hand.
+    let workflow = "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: Workflow
+metadata:
+  name: bad-ip
+spec:
+  type: pre-check
+  clusterName: test-cluster
+  targets:
+  - {name: node-1, ip: node-1.example.com}
+  steps:
+  - {name: a, command: 'true'}
+";
+    let refusal = apply_refused(&ns, workflow, "workflows");
+    assert!(
+        refusal.contains("spec.targets[0].ip")
+            && refusal.contains("\"node-1.example.com\" is not an IPv4 or IPv6 address"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn a_workflow_whose_type_is_not_a_dns_label_is_refused_at_apply_with_the_reason() {
+    let ns = cluster().fresh_namespace("e2e-wf-type");
+    let workflow = "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: Workflow
+metadata:
+  name: bad-type
+spec:
+  type: Pre_Check
+  clusterName: test-cluster
+  targets: []
+  steps:
+  - {name: a, command: 'true'}
+";
+    let refusal = apply_refused(&ns, workflow, "workflows");
+    assert!(
+        refusal.contains("spec.type")
+            && refusal.contains("workflow type \"Pre_Check\" is not a valid name"),
+        "{refusal}"
+    );
+}
+
+#[test]
+fn a_workflow_applied_by_hand_with_params_its_plugin_refuses_fails_naming_them() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-wf-params");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    // An `at` workflow without params: no schedule to wait for. It must not wait for ever.
+    cluster.apply_yaml_in(
+        &ns,
+        "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: Workflow
+metadata:
+  name: no-schedule
+spec:
+  type: at
+  clusterName: test-cluster
+  targets: []
+  steps:
+  - {name: run, command: date}
+",
+    );
+    cluster.wait_for("the workflow without params to fail", TIMEOUT, || {
+        operator.assert_running();
+        get(&ns, "wf/no-schedule")["status"]["phase"] == "Failed"
+    });
+    let workflow = get(&ns, "wf/no-schedule");
+    let condition = succeeded_condition(&workflow);
+    assert_eq!(condition["status"], "False");
+    assert_eq!(condition["reason"], "InvalidParams");
+    let message = condition_message(&workflow);
+    assert!(
+        message.starts_with("spec.params: ") && message.contains("schedule"),
+        "{message}"
+    );
+    assert!(!message.contains("after the epoch"), "{message}");
+
+    // Params that pass the schema and fail `validate` are refused the same way.
+    cluster.apply_yaml_in(
+        &ns,
+        "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: Workflow
+metadata:
+  name: bad-schedule
+spec:
+  type: at
+  clusterName: test-cluster
+  targets: []
+  params: {schedule: tomorrow, command: date}
+  steps:
+  - {name: run, command: date}
+",
+    );
+    cluster.wait_for("the workflow with a bad schedule to fail", TIMEOUT, || {
+        get(&ns, "wf/bad-schedule")["status"]["phase"] == "Failed"
+    });
+    let workflow = get(&ns, "wf/bad-schedule");
+    assert_eq!(succeeded_condition(&workflow)["reason"], "InvalidParams");
+    let message = condition_message(&workflow);
+    assert!(
+        message.contains("`schedule`") && message.contains("\"tomorrow\""),
+        "{message}"
+    );
+    assert!(list(&ns, "pods", None).is_empty(), "no step ran");
+    let events = cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "get",
+        "events.events.k8s.io",
+        "-o",
+        "custom-columns=REASON:.reason,NOTE:.note",
+    ]);
+    assert!(
+        events.lines().any(|l| l.starts_with("InvalidParams")),
+        "no InvalidParams event:\n{events}"
+    );
+    operator.assert_running();
+}

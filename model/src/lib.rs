@@ -14,7 +14,10 @@ use serde::{Deserialize, Serialize};
 pub struct Target {
     /// Name of the target, e.g. `node-1`.
     pub name: String,
-    /// IP address of the target.
+    /// IP address of the target (IPv4 or IPv6).
+    // 45 characters is the longest IPv6 text (with an embedded IPv4 address); the bound lets
+    // the API server bound the cost of the CRD's `isIP` rule.
+    #[schemars(length(max = 45))]
     pub ip: String,
     /// Role of the target (e.g. Master, Worker).
     #[serde(default, skip_serializing_if = "String::is_empty")]

@@ -19,7 +19,7 @@ pub mod reason {
     pub const PLUGIN_MISSING: &str = "PluginMissing";
     /// A plugin could not answer now (time limit under load, no free instance); retried.
     pub const PLUGIN_UNAVAILABLE: &str = "PluginUnavailable";
-    /// The group's params for a type are refused by its plugin.
+    /// A group's params for a type, or a Workflow's params, are refused by its plugin.
     pub const INVALID_PARAMS: &str = "InvalidParams";
     /// The group's spec itself is wrong.
     pub const INVALID_SPEC: &str = "InvalidSpec";

@@ -158,7 +158,7 @@ pub fn plan_workflow(
     ) {
         Ok(graph) => graph,
         Err(err) => {
-            let message = format!("invalid steps: {err}");
+            let message = format!("invalid spec.steps: {err}");
             finish(
                 &mut plan.status,
                 Phase::Failed,
@@ -173,6 +173,11 @@ pub fn plan_workflow(
     };
     let by_name: BTreeMap<&str, _> = steps.iter().map(|s| (s.name.as_str(), s)).collect();
     let ctx = plugin_context(workflow, now);
+    if params_due_for_check(workflow, &old, attempts)
+        && let Err(error) = judge.validate(&ctx.params)
+    {
+        return params_refused(workflow, plan, error, now);
+    }
     let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
     let mut details: BTreeMap<String, StepDetail> = BTreeMap::new();
     let mut failure: Option<String> = None;
@@ -386,6 +391,66 @@ pub fn plan_workflow(
     plan
 }
 
+/// Whether the params must be checked in this reconcile: before any step started (a Workflow
+/// applied by hand has had no group check them) and after each change of the spec. A running
+/// workflow whose spec is unchanged was checked already.
+fn params_due_for_check(
+    workflow: &Workflow,
+    old: &WorkflowStatus,
+    attempts: &BTreeMap<String, Attempt>,
+) -> bool {
+    let started = !attempts.is_empty()
+        || old
+            .step_details
+            .values()
+            .any(|d| d.attempts > 0 || d.pod.is_some());
+    !started || old.observed_generation != workflow.metadata.generation
+}
+
+/// The plan when the plugin refuses the params (`Failed`, `InvalidParams`, naming
+/// `spec.params`) or cannot answer now (`PluginUnavailable`, asked again with backoff).
+fn params_refused(
+    workflow: &Workflow,
+    mut plan: WorkflowPlan,
+    error: PluginError,
+    now: Timestamp,
+) -> WorkflowPlan {
+    if error.is_transient() {
+        let message = format!("{error}; asking again shortly");
+        let old = workflow.status.clone().unwrap_or_default();
+        if succeeded(&old.conditions).is_none_or(|c| c.reason != reason::PLUGIN_UNAVAILABLE) {
+            plan.events.push(Transition::warning(
+                reason::PLUGIN_UNAVAILABLE,
+                message.clone(),
+            ));
+        }
+        plan.status.phase.get_or_insert(Phase::Pending);
+        set_condition(
+            &mut plan.status.conditions,
+            succeeded_condition(
+                ConditionStatus::Unknown,
+                reason::PLUGIN_UNAVAILABLE,
+                &message,
+                workflow.metadata.generation,
+                now,
+            ),
+        );
+        plan.unavailable = Some(error);
+        return plan;
+    }
+    let message = format!("spec.params: {error}");
+    finish(
+        &mut plan.status,
+        Phase::Failed,
+        reason::INVALID_PARAMS,
+        &message,
+        now,
+    );
+    plan.events
+        .push(Transition::warning(reason::INVALID_PARAMS, message));
+    plan
+}
+
 fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
@@ -456,6 +521,7 @@ mod tests {
     /// A plugin stand-in: gates by a fixed answer (or error) and judges by exit code (or
     /// fails with a fixed error), recording what it saw.
     struct Judge {
+        params: Result<(), PluginError>,
         gate: Result<Gate, PluginError>,
         evaluate_error: Option<PluginError>,
         seen: RefCell<Vec<StepOutcome>>,
@@ -465,6 +531,7 @@ mod tests {
     impl Judge {
         fn new() -> Self {
             Judge {
+                params: Ok(()),
                 gate: Ok(Gate::StartNow),
                 evaluate_error: None,
                 seen: RefCell::default(),
@@ -474,6 +541,9 @@ mod tests {
     }
 
     impl StepJudge for Judge {
+        fn validate(&self, _: &serde_json::Value) -> Result<(), PluginError> {
+            self.params.clone()
+        }
         fn gate(&self, _: &Step, _: &GroupContext) -> Result<Gate, PluginError> {
             self.gate.clone()
         }
@@ -594,6 +664,84 @@ mod tests {
         assert_eq!(plan.status.step_status["b"], Phase::Pending);
         assert_eq!(plan.status.progress.as_deref(), Some("0/3"));
         assert_eq!(plan.status.plugin, Some(plugin_ref()));
+    }
+
+    fn refused_params() -> PluginError {
+        PluginError::InvalidParams {
+            type_name: "at".into(),
+            message: "invalid params: missing field `schedule`".into(),
+        }
+    }
+
+    #[test]
+    fn params_its_plugin_refuses_fail_a_new_workflow_naming_spec_params() {
+        let wf = workflow(SEED);
+        let judge = Judge {
+            params: Err(refused_params()),
+            ..Judge::new()
+        };
+        let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert!(plan.start.is_empty(), "no step starts: {:?}", plan.start);
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("False", reason::INVALID_PARAMS));
+        assert!(
+            message.starts_with("spec.params: ") && message.contains("`schedule`"),
+            "{message}"
+        );
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.reason == reason::INVALID_PARAMS)
+        );
+    }
+
+    #[test]
+    fn params_are_asked_about_again_after_a_plugin_timeout() {
+        let wf = workflow(SEED);
+        let judge = Judge {
+            params: Err(timeout("validate")),
+            ..Judge::new()
+        };
+        let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert!(plan.start.is_empty());
+        assert_eq!(plan.status.phase, Some(Phase::Pending));
+        assert_eq!(condition(&plan).1, reason::PLUGIN_UNAVAILABLE);
+        assert!(plan.unavailable.is_some());
+    }
+
+    #[test]
+    fn params_of_a_started_workflow_with_an_unchanged_spec_are_not_checked_again() {
+        let mut wf = workflow(SEED);
+        wf.metadata.generation = Some(1);
+        let mut status = WorkflowStatus {
+            observed_generation: Some(1),
+            ..WorkflowStatus::default()
+        };
+        status.step_details.insert(
+            "validate-nodes".into(),
+            StepDetail {
+                attempts: 1,
+                pod: Some("pod-validate-nodes-1".into()),
+                ..StepDetail::default()
+            },
+        );
+        wf.status = Some(status);
+        let judge = Judge {
+            params: Err(refused_params()),
+            ..Judge::new()
+        };
+        let running = attempts(&[("validate-nodes", 1, None)]);
+        assert_eq!(
+            plan_now(&wf, &running, &judge).status.phase,
+            Some(Phase::Running)
+        );
+        // An edit of the spec is checked.
+        wf.metadata.generation = Some(2);
+        assert_eq!(
+            plan_now(&wf, &running, &judge).status.phase,
+            Some(Phase::Failed)
+        );
     }
 
     #[test]

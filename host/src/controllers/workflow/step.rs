@@ -6,9 +6,12 @@ use k8s_openapi::jiff::Timestamp;
 use crate::api::Step;
 use crate::plugin::{self, Gate, PluginError, StepOutcome, Verdict};
 
-/// How the Workflow controller sees a plugin: the two calls it makes about steps. Implemented
-/// by the runtime's `Plugin`; tests give their own.
+/// How the Workflow controller sees a plugin: the calls it makes about a workflow's params and
+/// steps. Implemented by the runtime's `Plugin`; tests give their own.
 pub trait StepJudge {
+    /// Checks a workflow's params as a group's are checked: the plugin's schema, then its
+    /// `validate`.
+    fn validate(&self, params: &serde_json::Value) -> Result<(), PluginError>;
     /// Whether `step` may start.
     fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError>;
     /// Judges a finished attempt of `step`.
@@ -16,6 +19,9 @@ pub trait StepJudge {
 }
 
 impl StepJudge for plugin::Plugin {
+    fn validate(&self, params: &serde_json::Value) -> Result<(), PluginError> {
+        plugin::Plugin::validate(self, params)
+    }
     fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError> {
         plugin::Plugin::gate(self, step, ctx)
     }

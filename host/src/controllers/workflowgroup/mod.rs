@@ -17,7 +17,9 @@ use kube::api::Api;
 use kube::runtime::controller::Action;
 use tracing::info;
 
-use self::plan::{GroupPlugins, ObservedWorkflow, PluginState, name_taken, plan_group};
+use self::plan::{
+    GroupPlugins, ObservedWorkflow, PluginState, name_taken, plan_group, workflow_refused,
+};
 use super::context::Context;
 use super::error::{Error, Result};
 use super::sync;
@@ -67,6 +69,9 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
                 info!(workflow = %workflow.name_any(), type_name = %workflow.spec.type_, "created workflow");
             }
             Err(Error::NameTaken { .. }) => plan = name_taken(group, plan, now),
+            Err(Error::Kube(kube::Error::Api(e))) if e.code == 422 => {
+                plan = workflow_refused(group, plan, &e.message, now);
+            }
             Err(e) => return Err(e),
         }
     }

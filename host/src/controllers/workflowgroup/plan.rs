@@ -158,7 +158,47 @@ pub fn plan_group(
 
 /// The plan after the Workflow it meant to create turned out to be taken: a Workflow of that
 /// name exists and is not this group's. The group waits with a condition saying so.
-pub fn name_taken(group: &WorkflowGroup, mut plan: GroupPlan, now: Timestamp) -> GroupPlan {
+pub fn name_taken(group: &WorkflowGroup, plan: GroupPlan, now: Timestamp) -> GroupPlan {
+    let name = plan.create.as_ref().map(ResourceExt::name_any);
+    let Some(name) = name else {
+        return plan;
+    };
+    not_created(
+        group,
+        plan,
+        format!("a Workflow named {name} already exists and does not belong to this group"),
+        now,
+    )
+}
+
+/// The plan after the API server refused the Workflow it meant to create as invalid (a group
+/// stored before the CRD's rules existed can carry what the Workflow's rules refuse): the
+/// group waits with a condition quoting the API server, instead of retrying for ever.
+pub fn workflow_refused(
+    group: &WorkflowGroup,
+    plan: GroupPlan,
+    why: &str,
+    now: Timestamp,
+) -> GroupPlan {
+    let type_name = plan.create.as_ref().map(|w| w.spec.type_.clone());
+    let Some(type_name) = type_name else {
+        return plan;
+    };
+    not_created(
+        group,
+        plan,
+        format!("the API server refused the Workflow for {type_name}: {why}"),
+        now,
+    )
+}
+
+/// The plan when the Workflow it meant to create was not created: waiting, saying why.
+fn not_created(
+    group: &WorkflowGroup,
+    mut plan: GroupPlan,
+    message: String,
+    now: Timestamp,
+) -> GroupPlan {
     let Some(workflow) = plan.create.take() else {
         return plan;
     };
@@ -169,10 +209,7 @@ pub fn name_taken(group: &WorkflowGroup, mut plan: GroupPlan, now: Timestamp) ->
     let mut planner = Planner::new(group, &old, now);
     planner.status = plan.status;
     planner.events = plan.events;
-    planner.wait(
-        reason::TEMPLATE_FAILED,
-        format!("a Workflow named {name} already exists and does not belong to this group"),
-    )
+    planner.wait(reason::TEMPLATE_FAILED, message)
 }
 
 /// Builds one plan: the status being edited, the events, and the answers that end it.
@@ -595,6 +632,24 @@ mod tests {
         let (_, reason, message) = condition(&plan);
         assert_eq!(reason, "TemplateFailed");
         assert!(message.contains("wf-pre-check already exists"), "{message}");
+    }
+
+    #[test]
+    fn a_workflow_the_api_server_refuses_is_reported_and_not_listed() {
+        let group = sample();
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        let why =
+            "spec.targets[0].ip: Invalid value: \"string\": \"x\" is not an IPv4 or IPv6 address";
+        let plan = workflow_refused(&group, plan, why, now());
+        assert!(plan.create.is_none());
+        assert!(plan.status.workflows.is_empty());
+        assert_eq!(plan.status.phase, Some(Phase::Pending));
+        let (_, reason, message) = condition(&plan);
+        assert_eq!(reason, "TemplateFailed");
+        assert!(
+            message.contains("refused the Workflow for pre-check") && message.contains(why),
+            "{message}"
+        );
     }
 
     #[test]
