@@ -8,7 +8,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy bench bench-cluster
+.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -41,22 +41,27 @@ test: plugins ## Unit, plugin and end-to-end tests (starts the local cluster)
 	if [ $$was_up = 0 ] && [ -z "$$KEEP_CLUSTER" ]; then tests/cluster/cluster.sh down; fi; \
 	exit $$rc
 
-manifests: ## Regenerate crds/ from the Rust types
-	$(CARGO) run -q -p workflow-operator -- crdgen > crds/workflow.rxg456.cn.yaml
+manifests: ## Regenerate deploy/crds/ from the Rust types
+	$(CARGO) run -q -p workflow-operator -- crdgen > deploy/crds/workflow.rxg456.cn.yaml
 
 install: ## Install the CRDs into the current cluster
-	$(KUBECTL) apply -f crds/
+	$(KUBECTL) apply -f deploy/crds/
 
 uninstall: ## Remove the CRDs (and every WorkflowGroup and Workflow) from the current cluster
-	$(KUBECTL) delete -f crds/ --ignore-not-found
+	$(KUBECTL) delete -f deploy/crds/ --ignore-not-found
 
 run: plugins ## Run the operator against the current kubeconfig, plugins from target/plugins/
 	$(CARGO) run -p workflow-operator -- run --plugin-dir $(TARGET_DIR)/plugins
 
-deploy: ## Install CRDs, RBAC, the plugins ConfigMap and the Deployment (needs the image in reach of the cluster)
-	$(KUBECTL) apply -f crds/
-	$(KUBECTL) apply -f deploy/operator.yaml
-	$(KUBECTL) -n workflow-system create configmap workflow-plugins $(foreach f,$(wildcard $(TARGET_DIR)/plugins/*.wasm),--from-file=$(f)) --dry-run=client -o yaml | $(KUBECTL) apply -f -
+deploy-plugins: plugins ## Copy the built-in plugins into deploy/plugins/, where the kustomize base takes them
+	mkdir -p deploy/plugins
+	cp $(foreach t,pre-check setup post-check at,$(TARGET_DIR)/plugins/$(t).wasm) deploy/plugins/
+
+deploy: deploy-plugins ## Install into the current cluster (kustomize base deploy/, image IMG=registry/name:tag)
+	KUBECTL=$(KUBECTL) IMG=$(or $(IMG),workflow-operator:latest) ./scripts/deploy.sh
+
+undeploy: ## Remove what make deploy installed (and every WorkflowGroup and Workflow)
+	$(KUBECTL) delete -k deploy/ --ignore-not-found
 
 demo: plugins build ## Everything on the local cluster: the seed's sample group, run to Completed
 	./scripts/demo.sh
@@ -66,5 +71,11 @@ bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, th
 
 bench: plugins ## Plugin call benchmarks (criterion)
 	$(CARGO) bench -p workflow-operator --features bench --bench plugin_calls
+
+# The container image, built without a container engine (umoci, skopeo; installed when missing).
+IMAGE ?= $(or $(IMG),workflow-operator:dev)
+.PHONY: image
+image: ## Build the image IMAGE (default workflow-operator:dev) into target/image/ (OCI layout, archives)
+	IMAGE=$(IMAGE) ./scripts/build-image.sh
 
 include tests/cluster/cluster.mk

@@ -25,7 +25,7 @@ say() { printf '[bench] %s\n' "$*" >&2; }
 say "building the release operator"
 cargo build -q --release -p workflow-operator
 tests/cluster/cluster.sh up >&2
-kubectl apply -f crds/ >/dev/null
+kubectl apply -f deploy/crds/ >/dev/null
 kubectl wait --for=condition=Established --timeout=60s \
   crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
 

@@ -129,8 +129,7 @@ pub async fn run(
     let ready_stores = (group_store.clone(), workflow_store.clone(), pod_store);
     tokio::spawn(async move {
         let (groups, workflows, pods) = ready_stores;
-        if store_ready(&groups).await && store_ready(&workflows).await && store_ready(&pods).await
-        {
+        if store_ready(&groups).await && store_ready(&workflows).await && store_ready(&pods).await {
             info!("controller caches synced");
             readiness.set_controllers_synced();
         }
