@@ -4,10 +4,12 @@
 #   tests/cluster/cluster.sh up       build (if needed, via build.sh) and start the cluster
 #   tests/cluster/cluster.sh down     stop every process it started and remove .local-cluster/
 #   tests/cluster/cluster.sh status   show the state of each component
+#   tests/cluster/cluster.sh restart-apiserver [--kill]   stop kube-apiserver, start it again
+#   tests/cluster/cluster.sh restart-etcd [--kill]        stop etcd, start it again (same data)
 #
 # Components: etcd, kube-apiserver, kube-controller-manager, kube-scheduler and kwok
 # (fake nodes), all on 127.0.0.1 with free ports. State lives under the git-ignored
-# .local-cluster/ at the repository root:
+# .local-cluster/ at the repository root, or in $WORKFLOW_CLUSTER_DIR (for a second cluster):
 #   kubeconfig          cluster-admin kubeconfig (client certificate)
 #   logs/<component>.log, pids/<component>.pid, pki/, etcd/, ports.env
 set -euo pipefail
@@ -46,6 +48,14 @@ pid_of() {
   pid="$(cat "${f}" 2>/dev/null || true)"
   [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
   echo "${pid}"
+}
+
+# Whether process <pid> exists and has not exited: our processes are re-parented to PID 1,
+# which may take seconds to reap them, and a zombie still answers `kill -0`.
+pid_alive() {
+  local state
+  state="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
+  [[ -n "${state}" && "${state}" != Z* ]]
 }
 
 is_running() {
@@ -101,7 +111,7 @@ start() {
   local pidfile="${PIDS}/${c}.pid"
   rm -f "${pidfile}"
   setsid bash -c 'echo $$ > "$0"; exec "$@"' "${pidfile}" "$@" \
-    </dev/null >"${LOGS}/${c}.log" 2>&1 9>&- &
+    </dev/null >>"${LOGS}/${c}.log" 2>&1 9>&- &
   local i
   for i in $(seq 1 50); do
     [[ -s "${pidfile}" ]] && return 0
@@ -211,17 +221,19 @@ all_healthy() {
   node_ready
 }
 
-stop_all() {
-  local c pid pids=() quiet="${1:-}"
-  # Stop in reverse start order; `make demo`'s operator (pids/operator.pid, its plugin
-  # directory inside the state directory) goes first.
-  local order=(operator)
-  for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do order+=("${COMPONENTS[$i]}"); done
-  for c in "${order[@]}"; do
+# stop_components [quiet] [kill] <component>... : TERM each running one (KILL with `kill`),
+# KILL what ignores TERM for 15 s, and wait until they are gone.
+stop_components() {
+  local quiet="" signal=TERM c pid pids=()
+  while [[ "${1:-}" == quiet || "${1:-}" == kill ]]; do
+    if [[ "$1" == quiet ]]; then quiet=1; else signal=KILL; fi
+    shift
+  done
+  for c in "$@"; do
     if is_running "${c}"; then
       pid="$(pid_of "${c}")"
-      [[ -n "${quiet}" ]] || log "stopping ${c} (pid ${pid})"
-      kill -TERM "${pid}" 2>/dev/null || true
+      [[ -n "${quiet}" ]] || log "stopping ${c} (pid ${pid}, SIG${signal})"
+      kill "-${signal}" "${pid}" 2>/dev/null || true
       pids+=("${pid}")
     fi
   done
@@ -229,7 +241,7 @@ stop_all() {
   while :; do
     alive=()
     for pid in "${pids[@]+"${pids[@]}"}"; do
-      kill -0 "${pid}" 2>/dev/null && alive+=("${pid}")
+      pid_alive "${pid}" && alive+=("${pid}")
     done
     (( ${#alive[@]} == 0 )) && break
     if (( $(date +%s) >= deadline )); then
@@ -242,6 +254,14 @@ stop_all() {
     fi
     sleep 0.2
   done
+}
+
+stop_all() {
+  # Stop in reverse start order; `make demo`'s operator (pids/operator.pid, its plugin
+  # directory inside the state directory) goes first.
+  local order=(operator) i
+  for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do order+=("${COMPONENTS[$i]}"); done
+  stop_components ${1:+"$1"} "${order[@]}"
 }
 
 cmd_down() {
@@ -281,6 +301,61 @@ cmd_status() {
   return "${rc}"
 }
 
+# Ports of the running cluster, as `up` picked them.
+load_ports() {
+  [[ -f "${PORTS_FILE}" ]] || die "no ${PORTS_FILE}: the cluster is not up (run '$0 up')"
+  # shellcheck disable=SC1090
+  source "${PORTS_FILE}"
+}
+
+# start_etcd <bin-dir>: etcd on ETCD_CLIENT_PORT with its data in the state directory (kept
+# across restarts); returns once it is healthy.
+start_etcd() {
+  local bin="$1"
+  log "starting etcd on 127.0.0.1:${ETCD_CLIENT_PORT}"
+  start etcd "${bin}/etcd" \
+    --name=default \
+    --data-dir="${STATE_DIR}/etcd" \
+    --listen-client-urls="http://127.0.0.1:${ETCD_CLIENT_PORT}" \
+    --advertise-client-urls="http://127.0.0.1:${ETCD_CLIENT_PORT}" \
+    --listen-peer-urls="http://127.0.0.1:${ETCD_PEER_PORT}" \
+    --initial-advertise-peer-urls="http://127.0.0.1:${ETCD_PEER_PORT}" \
+    --initial-cluster="default=http://127.0.0.1:${ETCD_PEER_PORT}" \
+    --unsafe-no-fsync=true \
+    --log-level=warn
+  wait_until "etcd health" 30 etcd \
+    curl -sf --max-time 2 "http://127.0.0.1:${ETCD_CLIENT_PORT}/health"
+}
+
+# start_apiserver <bin-dir>: kube-apiserver on APISERVER_PORT; returns once /readyz is ok.
+# Certificates and the service-account keys are the state directory's, so clients and tokens
+# stay valid across restarts.
+start_apiserver() {
+  local bin="$1"
+  log "starting kube-apiserver on 127.0.0.1:${APISERVER_PORT}"
+  start kube-apiserver "${bin}/kube-apiserver" \
+    --advertise-address=127.0.0.1 \
+    --bind-address=127.0.0.1 \
+    --secure-port="${APISERVER_PORT}" \
+    --etcd-servers="http://127.0.0.1:${ETCD_CLIENT_PORT}" \
+    --cert-dir="${PKI}" \
+    --tls-cert-file="${PKI}/apiserver.crt" \
+    --tls-private-key-file="${PKI}/apiserver.key" \
+    --client-ca-file="${PKI}/ca.crt" \
+    --authorization-mode=RBAC \
+    --service-account-issuer="https://127.0.0.1:${APISERVER_PORT}" \
+    --service-account-key-file="${PKI}/sa.pub" \
+    --service-account-signing-key-file="${PKI}/sa.key" \
+    --service-cluster-ip-range=10.96.0.0/24 \
+    --endpoint-reconciler-type=none \
+    --disable-admission-plugins=TaintNodesByCondition \
+    --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
+    --allow-privileged=true \
+    --profiling=false \
+    --v=1
+  wait_until "kube-apiserver /readyz" "${START_TIMEOUT}" kube-apiserver readyz
+}
+
 cmd_up() {
   local t0; t0=$(date +%s)
   if [[ -d "${STATE_DIR}" ]]; then
@@ -304,52 +379,18 @@ cmd_up() {
   chmod 700 "${STATE_DIR}"
   gen_pki
 
-  local ports etcd_client etcd_peer apiserver_port kwok_port
-  read -r etcd_client etcd_peer apiserver_port kwok_port <<<"$(free_ports 4)"
+  local ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT
+  read -r ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT <<<"$(free_ports 4)"
   cat > "${PORTS_FILE}" <<EOF
-ETCD_CLIENT_PORT=${etcd_client}
-ETCD_PEER_PORT=${etcd_peer}
-APISERVER_PORT=${apiserver_port}
-KWOK_PORT=${kwok_port}
+ETCD_CLIENT_PORT=${ETCD_CLIENT_PORT}
+ETCD_PEER_PORT=${ETCD_PEER_PORT}
+APISERVER_PORT=${APISERVER_PORT}
+KWOK_PORT=${KWOK_PORT}
 EOF
-  write_kubeconfig "${apiserver_port}"
+  write_kubeconfig "${APISERVER_PORT}"
 
-  log "starting etcd on 127.0.0.1:${etcd_client}"
-  start etcd "${BIN}/etcd" \
-    --name=default \
-    --data-dir="${STATE_DIR}/etcd" \
-    --listen-client-urls="http://127.0.0.1:${etcd_client}" \
-    --advertise-client-urls="http://127.0.0.1:${etcd_client}" \
-    --listen-peer-urls="http://127.0.0.1:${etcd_peer}" \
-    --initial-advertise-peer-urls="http://127.0.0.1:${etcd_peer}" \
-    --initial-cluster="default=http://127.0.0.1:${etcd_peer}" \
-    --unsafe-no-fsync=true \
-    --log-level=warn
-  wait_until "etcd health" 30 etcd \
-    curl -sf --max-time 2 "http://127.0.0.1:${etcd_client}/health"
-
-  log "starting kube-apiserver on 127.0.0.1:${apiserver_port}"
-  start kube-apiserver "${BIN}/kube-apiserver" \
-    --advertise-address=127.0.0.1 \
-    --bind-address=127.0.0.1 \
-    --secure-port="${apiserver_port}" \
-    --etcd-servers="http://127.0.0.1:${etcd_client}" \
-    --cert-dir="${PKI}" \
-    --tls-cert-file="${PKI}/apiserver.crt" \
-    --tls-private-key-file="${PKI}/apiserver.key" \
-    --client-ca-file="${PKI}/ca.crt" \
-    --authorization-mode=RBAC \
-    --service-account-issuer="https://127.0.0.1:${apiserver_port}" \
-    --service-account-key-file="${PKI}/sa.pub" \
-    --service-account-signing-key-file="${PKI}/sa.key" \
-    --service-cluster-ip-range=10.96.0.0/24 \
-    --endpoint-reconciler-type=none \
-    --disable-admission-plugins=TaintNodesByCondition \
-    --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
-    --allow-privileged=true \
-    --profiling=false \
-    --v=1
-  wait_until "kube-apiserver /readyz" "${START_TIMEOUT}" kube-apiserver readyz
+  start_etcd "${BIN}"
+  start_apiserver "${BIN}"
 
   log "starting kube-controller-manager"
   start kube-controller-manager "${BIN}/kube-controller-manager" \
@@ -387,7 +428,7 @@ EOF
     --kubeconfig="${KUBECONFIG_FILE}" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
-    --server-address="127.0.0.1:${kwok_port}" \
+    --server-address="127.0.0.1:${KWOK_PORT}" \
     --node-ip=127.0.0.1 \
     --node-lease-duration-seconds=40 \
     "${kwok_configs[@]}"
@@ -425,7 +466,29 @@ EOF
   log "ready in $(( $(date +%s) - t0 ))s: KUBECONFIG=${KUBECONFIG_FILE}"
 }
 
-# Serialise concurrent up/down (e.g. two `cargo test` runs starting at once). The lock
+# cmd_restart <component> <start function> [--kill]: stops one control-plane process by its
+# pid file (SIGTERM, or SIGKILL as a crash would with --kill) and starts it again with the same
+# flags, ports and data; the other processes keep running.
+cmd_restart() {
+  local c="$1" starter="$2" how=""
+  case "${3:-}" in
+    "") ;;
+    --kill) how=kill ;;
+    *) die "unknown option ${3} (restart-* takes only --kill)" ;;
+  esac
+  [[ -d "${STATE_DIR}" ]] || die "not running (no ${STATE_DIR})"
+  is_running "${c}" || die "${c} is not running; '$0 up' starts the cluster afresh"
+  load_ports
+  local BIN; BIN="$("${HERE}/build.sh" --print-bin-dir)"
+  local t0; t0=$(date +%s%N)
+  stop_components ${how:+"${how}"} "${c}"
+  "${starter}" "${BIN}"
+  # After etcd the apiserver reconnects on its own: the restart is over once it serves again.
+  wait_until "kube-apiserver /readyz" "${START_TIMEOUT}" kube-apiserver readyz
+  log "${c} restarted in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+
+# Serialise concurrent up/down/restarts (e.g. two `cargo test` runs starting at once). The lock
 # lives outside the state directory, which `down` removes.
 take_lock() {
   local lock
@@ -440,5 +503,7 @@ case "${1:-}" in
   up) take_lock; cmd_up ;;
   down) take_lock; cmd_down ;;
   status) cmd_status ;;
-  *) echo "usage: $0 up|down|status" >&2; exit 2 ;;
+  restart-apiserver) take_lock; cmd_restart kube-apiserver start_apiserver "${2:-}" ;;
+  restart-etcd) take_lock; cmd_restart etcd start_etcd "${2:-}" ;;
+  *) echo "usage: $0 up|down|status|restart-apiserver [--kill]|restart-etcd [--kill]" >&2; exit 2 ;;
 esac

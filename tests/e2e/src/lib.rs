@@ -22,6 +22,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// Environment variable naming an existing kubeconfig to use instead of
 /// starting the local cluster.
 pub const KUBECONFIG_ENV: &str = "WORKFLOW_E2E_KUBECONFIG";
+/// Environment variable naming the local cluster's state directory, as
+/// `tests/cluster/cluster.sh` reads it (default `.local-cluster/` at the
+/// repository root): a second local cluster lives in another directory.
+pub const CLUSTER_DIR_ENV: &str = "WORKFLOW_CLUSTER_DIR";
 
 /// Pod label that makes a kwok-managed pod reach phase `Failed` (any value).
 pub const FAIL_LABEL: &str = "e2e.workflow.rxg456.cn/fail";
@@ -78,14 +82,23 @@ pub fn kubectl_program() -> PathBuf {
         .unwrap_or_else(|| PathBuf::from("kubectl"))
 }
 
+/// The state directory of the local cluster `tests/cluster/cluster.sh` runs:
+/// `$WORKFLOW_CLUSTER_DIR` if set, else `.local-cluster/` at the repository root.
+pub fn local_cluster_dir() -> PathBuf {
+    std::env::var_os(CLUSTER_DIR_ENV)
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join(".local-cluster"))
+}
+
 impl Cluster {
     /// The cluster shared by every test in this process.
     ///
     /// If `WORKFLOW_E2E_KUBECONFIG` is set, that kubeconfig is used as is.
     /// Otherwise `tests/cluster/cluster.sh up` is run once (it builds the
     /// binaries on first use, and returns quickly when the cluster is already
-    /// healthy) and `.local-cluster/kubeconfig` is used. Panics if the cluster
-    /// cannot be started.
+    /// healthy) and the kubeconfig in its state directory
+    /// ([`local_cluster_dir`]) is used. Panics if the cluster cannot be started.
     pub fn shared() -> &'static Cluster {
         SHARED.get_or_init(|| {
             if let Some(path) = std::env::var_os(KUBECONFIG_ENV).filter(|p| !p.is_empty()) {
@@ -108,12 +121,14 @@ impl Cluster {
                 .stderr(Stdio::inherit())
                 .status()
                 .unwrap_or_else(|e| panic!("could not run {}: {e}", script.display()));
+            let dir = local_cluster_dir();
             assert!(
                 status.success(),
-                "`{} up` failed ({status}); see .local-cluster/logs/",
-                script.display()
+                "`{} up` failed ({status}); see {}",
+                script.display(),
+                dir.join("logs").display()
             );
-            Cluster::from_kubeconfig(root.join(".local-cluster/kubeconfig"))
+            Cluster::from_kubeconfig(dir.join("kubeconfig"))
         })
     }
 
@@ -128,6 +143,16 @@ impl Cluster {
     /// the operator's own client via `KUBECONFIG`).
     pub fn kubeconfig(&self) -> &Path {
         &self.kubeconfig
+    }
+
+    /// The state directory of this cluster when `tests/cluster/cluster.sh`
+    /// runs it (the kubeconfig's directory holds its pid files), so that its
+    /// processes can be restarted; `None` for any other cluster.
+    pub fn local_state_dir(&self) -> Option<PathBuf> {
+        let dir = self.kubeconfig.parent()?;
+        dir.join("pids/kube-apiserver.pid")
+            .is_file()
+            .then(|| dir.to_path_buf())
     }
 
     /// A `kubectl` command with `KUBECONFIG` set to this cluster, ready for
