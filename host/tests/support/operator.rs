@@ -1,0 +1,407 @@
+//! The operator binary against a real cluster, for the end-to-end test binaries: the cluster
+//! with the CRDs applied, plugin directories, the install's ServiceAccount identity, the
+//! operator process under test, and the seed's sample group.
+//!
+//! A test binary takes it with `#[path = "support/operator.rs"] mod operator;`.
+// Each test binary uses a part of it.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use workflow_e2e::{Cluster, repo_root};
+
+/// How long a test waits for anything before it fails.
+pub const TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The workflow types of the seed's sample group, in order.
+pub const SEED_TYPES: [&str; 3] = ["pre-check", "setup", "post-check"];
+
+/// The shared cluster (`Cluster::shared`, so `WORKFLOW_E2E_KUBECONFIG` or `WORKFLOW_CLUSTER_DIR`
+/// choose it) with the CRDs applied and established.
+pub fn cluster() -> &'static Cluster {
+    static CRDS: OnceLock<()> = OnceLock::new();
+    let cluster = Cluster::shared();
+    CRDS.get_or_init(|| {
+        let crds = repo_root().join("deploy/crds");
+        cluster.kubectl_ok(&["apply", "-f", &crds.to_string_lossy()]);
+        cluster.kubectl_ok(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=60s",
+            "crd/workflowgroups.workflow.rxg456.cn",
+            "crd/workflows.workflow.rxg456.cn",
+        ]);
+    });
+    cluster
+}
+
+/// `<target>/plugins/<type>.wasm`, a built-in plugin as `make plugins` builds it.
+pub fn built_plugin(type_name: &str) -> PathBuf {
+    built("plugins", type_name)
+}
+
+/// `<target>/<dir>/<name>.wasm`, as `make plugins` builds it.
+pub fn built(dir: &str, name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| repo_root().join("target"));
+    let path = target.join(dir).join(format!("{name}.wasm"));
+    assert!(
+        path.exists(),
+        "{} is missing: run `make plugins` first",
+        path.display()
+    );
+    path
+}
+
+/// A plugin directory holding copies of the named built-in plugins.
+pub fn plugin_dir(types: &[&str]) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().expect("temporary plugin directory");
+    for t in types {
+        std::fs::copy(built_plugin(t), dir.path().join(format!("{t}.wasm"))).expect("copy plugin");
+    }
+    dir
+}
+
+/// Writes `bytes` as `<dir>/<type>.wasm` in one step (a temporary file renamed over it), as a
+/// ConfigMap volume update does, so that the operator never reads half a file.
+pub fn replace_plugin(dir: &Path, type_name: &str, bytes: &[u8]) {
+    let tmp = dir.join(format!(".{type_name}.wasm.tmp"));
+    std::fs::write(&tmp, bytes).expect("write the plugin");
+    std::fs::rename(&tmp, dir.join(format!("{type_name}.wasm"))).expect("move the plugin in");
+}
+
+/// The directory of the operators' logs and kubeconfigs: `target/e2e-logs/`.
+pub fn log_dir() -> PathBuf {
+    let dir = repo_root().join("target/e2e-logs");
+    std::fs::create_dir_all(&dir).expect("log directory");
+    dir
+}
+
+/// The kubeconfig every operator of these tests runs with: a token of the install manifests'
+/// ServiceAccount (`deploy/rbac.yaml`), not the cluster-admin one, so a rule missing there
+/// fails the tests. Its server and CA are those of [`cluster`]'s kubeconfig, whichever cluster
+/// that is.
+pub fn operator_kubeconfig() -> &'static Path {
+    static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
+    KUBECONFIG.get_or_init(|| {
+        let cluster = cluster();
+        let deploy = repo_root().join("deploy");
+        cluster.kubectl_ok(&[
+            "apply",
+            "-f",
+            &deploy.join("namespace.yaml").to_string_lossy(),
+            "-f",
+            &deploy.join("rbac.yaml").to_string_lossy(),
+        ]);
+        let token = cluster.kubectl_ok(&[
+            "-n",
+            "workflow-system",
+            "create",
+            "token",
+            "workflow-operator",
+            "--duration=12h",
+        ]);
+        let admin = cluster.kubectl_json(&["config", "view", "--raw", "--minify"]);
+        let kubeconfig = json!({
+            "apiVersion": "v1",
+            "kind": "Config",
+            "clusters": [{"name": "local", "cluster": admin["clusters"][0]["cluster"]}],
+            "users": [{"name": "workflow-operator", "user": {"token": token.trim()}}],
+            "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "workflow-operator", "namespace": "workflow-system"}}],
+            "current-context": "operator",
+        });
+        let path = log_dir().join(format!("operator-sa-{}.kubeconfig", std::process::id()));
+        std::fs::write(&path, kubeconfig.to_string()).expect("write the operator's kubeconfig");
+        path
+    })
+}
+
+/// `kubectl` as the operator's ServiceAccount.
+pub fn kubectl_as_operator(args: &[&str]) -> Output {
+    Command::new(workflow_e2e::kubectl_program())
+        .arg("--kubeconfig")
+        .arg(operator_kubeconfig())
+        .args(args)
+        .output()
+        .expect("run kubectl")
+}
+
+/// Grants the operator in `ns` what the install grants it in its own namespace (plugin
+/// ConfigMaps, the leader Lease), as the RoleBinding of `deploy/rbac.yaml` does.
+pub fn grant_own_namespace(ns: &str) {
+    cluster().apply_yaml_in(
+        ns,
+        r#"apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata:
+  name: workflow-operator-own-namespace
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: workflow-operator-own-namespace
+subjects:
+- kind: ServiceAccount
+  name: workflow-operator
+  namespace: workflow-system
+"#,
+    );
+}
+
+/// The operator binary running against the cluster, watching one namespace.
+pub struct Operator {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Operator {
+    /// Starts the operator and waits until its controllers run.
+    pub fn start(namespace: &str, plugins: &Path) -> Operator {
+        Operator::start_with(namespace, plugins, &[])
+    }
+
+    /// Starts the operator with `extra` arguments after the usual ones.
+    pub fn start_with(namespace: &str, plugins: &Path, extra: &[&str]) -> Operator {
+        let mut operator = Operator::spawn(namespace, plugins, extra);
+        // Plugins are compiled before the controllers start; wait so that test timings start
+        // from a running operator.
+        operator.wait_for_log("controllers started");
+        operator
+    }
+
+    /// Starts the operator, as the ServiceAccount of the install, with its own namespace (plugin
+    /// ConfigMaps, leases) being `namespace`; does not wait for anything.
+    pub fn spawn(namespace: &str, plugins: &Path, extra: &[&str]) -> Operator {
+        grant_own_namespace(namespace);
+        let log = log_dir().join(format!("operator-{namespace}-{}.log", now_millis()));
+        let file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+            .args([
+                "run",
+                "--namespace",
+                namespace,
+                "--plugin-namespace",
+                namespace,
+                "--http-addr",
+                "127.0.0.1:0",
+                "--plugin-dir",
+            ])
+            .arg(plugins)
+            .args(extra)
+            .env("KUBECONFIG", operator_kubeconfig())
+            .env("RUST_LOG", "info,workflow_operator=debug")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().expect("log file"))
+            .stderr(file)
+            .spawn()
+            .expect("start the operator");
+        Operator { child, log }
+    }
+
+    /// The process id.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Where its log goes.
+    pub fn log_path(&self) -> &Path {
+        &self.log
+    }
+
+    /// Waits until the log has a line containing `text`; returns the time waited.
+    pub fn wait_for_log(&mut self, text: &str) -> Duration {
+        let start = Instant::now();
+        while !self.log_text().contains(text) {
+            self.assert_running();
+            assert!(
+                start.elapsed() < TIMEOUT,
+                "the operator never logged {text:?}: {}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        start.elapsed()
+    }
+
+    /// The address of its HTTP endpoints, from its log.
+    pub fn http_addr(&mut self) -> String {
+        self.wait_for_log("serving /healthz");
+        let log = self.log_text();
+        let line = log
+            .lines()
+            .find(|l| l.contains("serving /healthz"))
+            .unwrap_or_default();
+        let addr = line
+            .split_whitespace()
+            .find_map(|word| word.strip_prefix("addr="))
+            .unwrap_or_else(|| panic!("no address in {line:?}"));
+        addr.to_string()
+    }
+
+    /// GET `path` of its HTTP endpoints: the status code and the body.
+    pub fn http_get(&mut self, path: &str) -> (u16, String) {
+        let addr = self.http_addr();
+        let out = Command::new("curl")
+            .args([
+                "-s",
+                "-o",
+                "-",
+                "-w",
+                "\n%{http_code}",
+                &format!("http://{addr}{path}"),
+            ])
+            .output()
+            .expect("run curl");
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
+        (code.trim().parse().unwrap_or(0), body.to_string())
+    }
+
+    /// Panics, with the log, if the process has exited.
+    pub fn assert_running(&mut self) {
+        if let Ok(Some(status)) = self.child.try_wait() {
+            panic!("the operator exited ({status}); log: {}", self.log_text());
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Kills the process with SIGKILL, without letting it clean up, as a crash would.
+    pub fn crash(mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Operator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+pub fn now_millis() -> u128 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or(0)
+}
+
+pub fn get(ns: &str, what: &str) -> Value {
+    cluster().kubectl_json(&["-n", ns, "get", what])
+}
+
+pub fn list(ns: &str, what: &str, selector: Option<&str>) -> Vec<Value> {
+    let mut args = vec!["-n", ns, "get", what];
+    if let Some(selector) = selector {
+        args.extend(["-l", selector]);
+    }
+    cluster().kubectl_json(&args)["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+}
+
+pub fn succeeded_condition(obj: &Value) -> Value {
+    obj["status"]["conditions"]
+        .as_array()
+        .and_then(|cs| cs.iter().find(|c| c["type"] == "Succeeded").cloned())
+        .unwrap_or(Value::Null)
+}
+
+pub fn condition_message(obj: &Value) -> String {
+    succeeded_condition(obj)["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Waits until group `ns/name` is in phase `want`, failing if the operator exits.
+pub fn wait_group_phase(ns: &str, name: &str, want: &str, operator: &mut Operator) -> Duration {
+    let start = Instant::now();
+    loop {
+        let group = get(ns, &format!("workflowgroup/{name}"));
+        let phase = group["status"]["phase"].as_str().unwrap_or("").to_string();
+        if phase == want {
+            return start.elapsed();
+        }
+        operator.assert_running();
+        if start.elapsed() > TIMEOUT {
+            panic!(
+                "group {ns}/{name} is {phase:?}, not {want:?}, after {TIMEOUT:?}\n{}\noperator log:\n{}",
+                cluster().kubectl_ok(&["-n", ns, "get", "wfg,wf,pods", "-o", "wide"]),
+                operator.log_text()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// A group of the seed sample's kind running `types`, with `extra_spec` appended to its spec
+/// and `labels` (indented YAML lines) added to its labels.
+pub fn group_yaml(name: &str, types: &[&str], extra_spec: &str, labels: &str) -> String {
+    let steps: String = types.iter().map(|t| format!("  - {t}\n")).collect();
+    format!(
+        "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: WorkflowGroup
+metadata:
+  name: {name}
+  labels:
+    app: e2e
+{labels}spec:
+  type: cluster-expansion
+  clusterName: test-cluster
+  workflowSteps:
+{steps}  targets:
+  - name: node-1
+    ip: 192.168.1.101
+    role: Master
+{extra_spec}"
+    )
+}
+
+/// The steps seed 000 gives each type, as the API prints them.
+pub fn seed_steps(workflow_type: &str) -> Value {
+    match workflow_type {
+        "pre-check" => json!([
+            {"name": "validate-nodes", "description": "验证节点配置", "command": "validate-nodes.sh"},
+            {"name": "check-network", "description": "检查网络连接", "command": "check-network.sh", "dependsOn": ["validate-nodes"]},
+        ]),
+        "setup" => json!([
+            {"name": "install-packages", "description": "安装必要软件包", "command": "install-packages.sh"},
+            {"name": "configure-nodes", "description": "配置节点", "command": "configure-nodes.sh", "dependsOn": ["install-packages"]},
+        ]),
+        _ => json!([
+            {"name": "verify-installation", "description": "验证安装结果", "command": "verify-installation.sh"},
+        ]),
+    }
+}
+
+/// The string at `pointer` in `v`, or "".
+pub fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
+    v.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+}
+
+/// The types `/plugins` serves, with their digests and the problems it reports.
+pub fn served_plugins(operator: &mut Operator) -> Value {
+    let (status, body) = operator.http_get("/plugins");
+    assert_eq!(status, 200, "/plugins answered {status}: {body}");
+    serde_json::from_str(&body).unwrap_or_else(|e| panic!("/plugins is not JSON ({e}): {body}"))
+}
+
+/// The digest `/plugins` serves for `type_name`, if it serves it.
+pub fn served_digest(plugins: &Value, type_name: &str) -> Option<String> {
+    plugins["types"]
+        .as_array()?
+        .iter()
+        .find(|t| t["typeName"] == type_name)
+        .map(|t| t["digest"].as_str().unwrap_or_default().to_string())
+}
