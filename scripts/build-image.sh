@@ -1,0 +1,141 @@
+#!/usr/bin/env bash
+# Builds the operator's container image without a container engine:
+#   1. a statically linked release binary for x86_64-unknown-linux-musl, in a cargo target
+#      directory of its own (WORKFLOW_MUSL_TARGET_DIR, default
+#      ${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator/cargo-target-musl), so it never waits
+#      for the lock of the main target directory and later builds on this machine reuse it;
+#   2. one layer (the binary, /etc/passwd and /etc/group with the non-root user 65532, /tmp)
+#      added to an empty image with umoci, which writes the OCI layout;
+#   3. archives of that image written by skopeo.
+# Output, under IMAGE_OUT (default <repository>/target/image, whatever CARGO_TARGET_DIR is):
+#   oci/                       OCI image layout, the image tagged with IMAGE's tag
+#   workflow-operator.tar      docker-archive with the repo tag IMAGE: `ctr images import`,
+#                              `kind load image-archive`, `docker load`, `skopeo copy docker-archive:`
+#   workflow-operator.oci.tar  oci-archive of the same image
+# The image: entrypoint /usr/local/bin/workflow-operator, default arguments `run`,
+# user 65532:65532 (nonroot), no shell. See scripts/image-rootfs.sh to unpack it.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT="$PWD"
+
+IMAGE="${IMAGE:-workflow-operator:dev}"
+OUT="${IMAGE_OUT:-$ROOT/target/image}"
+TARGET=x86_64-unknown-linux-musl
+MUSL_TARGET_DIR="${WORKFLOW_MUSL_TARGET_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator/cargo-target-musl}"
+BIN_NAME=workflow-operator
+ENTRYPOINT=/usr/local/bin/$BIN_NAME
+USER_ID=65532
+
+# IMAGE is name[:tag]; the tag (default "latest") names the image in the OCI layout.
+name="${IMAGE%:*}"
+tag="${IMAGE##*:}"
+if [ "$name" = "$IMAGE" ] || [[ "$tag" == */* ]]; then name="$IMAGE"; tag=latest; fi
+
+log() { echo "build-image: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+# --- tools -------------------------------------------------------------------------------
+need=()
+command -v umoci >/dev/null 2>&1 || need+=(umoci)
+command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+command -v musl-gcc >/dev/null 2>&1 || need+=(musl-tools)
+command -v file >/dev/null 2>&1 || need+=(file)
+if [ "${#need[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    log "installing ${need[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  else
+    die "missing ${need[*]}: install them (Debian/Ubuntu: sudo apt-get install ${need[*]}) and run again"
+  fi
+fi
+if ! rustup target list --installed 2>/dev/null | grep -qx "$TARGET"; then
+  log "adding the rust target $TARGET"
+  rustup target add "$TARGET"
+fi
+
+# --- binary ------------------------------------------------------------------------------
+# ring's C and assembly are compiled with musl-gcc; the Rust musl target links statically.
+export CC_x86_64_unknown_linux_musl="${CC_x86_64_unknown_linux_musl:-musl-gcc}"
+log "cargo build --release --target $TARGET (target dir $MUSL_TARGET_DIR)"
+start=$(date +%s)
+CARGO_TARGET_DIR="$MUSL_TARGET_DIR" "${CARGO:-cargo}" build --release \
+  -p workflow-operator --bin "$BIN_NAME" --target "$TARGET"
+log "binary built in $(( $(date +%s) - start )) s"
+bin="$MUSL_TARGET_DIR/$TARGET/release/$BIN_NAME"
+
+desc="$(file -b "$bin")"
+case "$desc" in
+  *"statically linked"* | *"static-pie linked"*) ;;
+  *) die "$bin is not statically linked: $desc" ;;
+esac
+if ldd "$bin" >/dev/null 2>&1 && ! ldd "$bin" 2>&1 | grep -q 'statically linked'; then
+  die "$bin has dynamic dependencies: $(ldd "$bin" 2>&1)"
+fi
+
+# --- image -------------------------------------------------------------------------------
+# Timestamps come from the last commit, so the same binary gives the same image digest.
+epoch="${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}"
+created="$(date -u -d "@$epoch" +%Y-%m-%dT%H:%M:%SZ)"
+revision="$(git rev-parse HEAD 2>/dev/null || echo unknown)"
+version="$("$bin" --version | awk '{print $NF}')"
+
+work="$(mktemp -d)"
+trap 'rm -rf "$work"' EXIT
+
+# The root filesystem of the one layer.
+rootfs="$work/rootfs"
+mkdir -p "$rootfs/usr/local/bin" "$rootfs/etc" "$rootfs/tmp" "$rootfs/home/nonroot"
+install -m 0755 "$bin" "$rootfs$ENTRYPOINT"
+cat > "$rootfs/etc/passwd" <<EOF
+root:x:0:0:root:/root:/sbin/nologin
+nonroot:x:$USER_ID:$USER_ID:nonroot:/home/nonroot:/sbin/nologin
+EOF
+cat > "$rootfs/etc/group" <<EOF
+root:x:0:
+nonroot:x:$USER_ID:
+EOF
+chmod 0644 "$rootfs/etc/passwd" "$rootfs/etc/group"
+chmod 1777 "$rootfs/tmp"
+chmod 0700 "$rootfs/home/nonroot"
+chmod 0755 "$rootfs/usr" "$rootfs/usr/local" "$rootfs/usr/local/bin" "$rootfs/etc" "$rootfs/home"
+
+# Owned by root except the user's home; fixed order and times: no engine, no root needed.
+layer="$work/layer.tar"
+tar_opts=(--sort=name --format=posix --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime
+  --mtime="@$epoch" --numeric-owner -C "$rootfs")
+tar -cf "$layer" "${tar_opts[@]}" --owner=0 --group=0 --no-recursion \
+  etc etc/group etc/passwd home tmp usr usr/local usr/local/bin "usr/local/bin/$BIN_NAME"
+tar -rf "$layer" "${tar_opts[@]}" --owner="$USER_ID" --group="$USER_ID" --no-recursion home/nonroot
+
+mkdir -p "$OUT"
+rm -rf "$OUT/oci" "$OUT/$BIN_NAME.tar" "$OUT/$BIN_NAME.oci.tar"
+layout="$OUT/oci"
+umoci init --layout "$layout"
+umoci new --image "$layout:$tag"
+umoci raw add-layer --image "$layout:$tag" \
+  --history.created "$created" --history.created_by "scripts/build-image.sh" \
+  --history.comment "$BIN_NAME $version (static, $TARGET)" "$layer"
+umoci config --image "$layout:$tag" --no-history \
+  --created "$created" --author "workflow-operator" --os linux --architecture amd64 \
+  --config.user "$USER_ID:$USER_ID" --config.workingdir / \
+  --config.env "PATH=/usr/local/bin" --config.entrypoint "$ENTRYPOINT" --config.cmd run \
+  --config.exposedports 8080/tcp \
+  --config.label "org.opencontainers.image.title=$BIN_NAME" \
+  --config.label "org.opencontainers.image.version=$version" \
+  --config.label "org.opencontainers.image.revision=$revision" \
+  --config.label "org.opencontainers.image.licenses=Apache-2.0" \
+  --config.label "org.opencontainers.image.created=$created"
+umoci gc --layout "$layout"
+chmod -R a+rX "$layout"
+
+skopeo copy --quiet "oci:$layout:$tag" "docker-archive:$OUT/$BIN_NAME.tar:$name:$tag"
+skopeo copy --quiet "oci:$layout:$tag" "oci-archive:$OUT/$BIN_NAME.oci.tar:$name:$tag"
+
+digest="$(skopeo inspect --raw "oci:$layout:$tag" | sha256sum | cut -d' ' -f1)"
+log "image $name:$tag (manifest sha256:$digest)"
+log "  binary         $(du -h "$bin" | cut -f1)  $desc"
+log "  OCI layout     $(du -sh "$layout" | cut -f1)  $layout (tag $tag)"
+log "  docker-archive $(du -h "$OUT/$BIN_NAME.tar" | cut -f1)  $OUT/$BIN_NAME.tar"
+log "  oci-archive    $(du -h "$OUT/$BIN_NAME.oci.tar" | cut -f1)  $OUT/$BIN_NAME.oci.tar"
+log "  entrypoint $ENTRYPOINT, default args [run], user $USER_ID:$USER_ID"
