@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Builds the built-in workflow types and the test plugins as WebAssembly components:
 #   target/plugins/<type>.wasm        pre-check, setup, post-check, at (what the operator ships)
-#   target/test-plugins/<name>.wasm   hostile, wrong-contract, no-export, pre-check-v2 (host tests)
+#   target/test-plugins/<name>.wasm   hostile, sleepy-init, sleepy-info, recursive-schema,
+#                                     wrong-contract, no-export, pre-check-v2 (host tests)
 # Called by `make plugins`, which first installs the wasm32-wasip2 target. Works from any cwd;
 # respects CARGO_TARGET_DIR and CARGO.
 set -euo pipefail
@@ -20,6 +21,9 @@ builtins=(
 )
 test_plugins=(
     test-plugin-hostile:test-plugins/hostile.wasm
+    test-plugin-sleepy-init:test-plugins/sleepy-init.wasm
+    test-plugin-sleepy-info:test-plugins/sleepy-info.wasm
+    test-plugin-recursive-schema:test-plugins/recursive-schema.wasm
     test-plugin-wrong-contract:test-plugins/wrong-contract.wasm
     test-plugin-no-export:test-plugins/no-export.wasm
     test-plugin-pre-check-v2:test-plugins/pre-check-v2.wasm

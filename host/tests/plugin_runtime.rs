@@ -619,3 +619,199 @@ fn a_trap_and_a_timeout_are_counted_as_such() {
         assert!(text.lines().any(|l| l == line), "no `{line}` in:\n{text}");
     }
 }
+
+/// The most a call may outlive its time limit, waiting in a host call or not.
+const OVERRUN: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A runtime with the time limit `limit`, recording calls so their durations can be read.
+fn runtime_with_limit(limit: std::time::Duration) -> (Runtime, Registry) {
+    runtime_with_metrics(RuntimeConfig {
+        call_timeout: limit,
+        max_concurrent_calls: 8,
+        ..RuntimeConfig::default()
+    })
+}
+
+/// Asserts that `result` is a timeout of `call` that came back within the limit plus
+/// [`OVERRUN`] after `started`.
+fn assert_stopped_in_time<T: std::fmt::Debug>(
+    kind: &str,
+    call: &str,
+    limit: std::time::Duration,
+    started: Instant,
+    result: Result<T, PluginError>,
+) {
+    let elapsed = started.elapsed();
+    let err = result.expect_err(kind);
+    assert!(
+        matches!(&err, PluginError::Timeout { call: c, .. } if *c == call),
+        "{kind}: expected a timeout in {call}, got {err:?}"
+    );
+    assert!(
+        elapsed < limit + OVERRUN,
+        "{kind}: came back after {elapsed:?}, limit {limit:?}"
+    );
+}
+
+#[test]
+fn a_plugin_waiting_in_a_host_call_is_stopped_at_the_time_limit_in_every_export() {
+    let limit = std::time::Duration::from_millis(300);
+    let (runtime, _registry) = runtime_with_limit(limit);
+    let plugin = runtime
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("hostile loads");
+    let ctx = |mode: &str| sample_context(json!({ "mode": mode }), 0);
+    let named = |name: &str| Step {
+        name: name.into(),
+        command: "true".into(),
+        ..Step::default()
+    };
+    // `sleep` is `std::thread::sleep` (wasi-libc's nanosleep: a clock subscription and
+    // `pollable.block`); `poll-clock` is `poll` on a subscription to an instant an hour ahead;
+    // `block-on-clock` is `pollable.block` on a subscription of an hour.
+    for mode in ["sleep", "poll-clock", "block-on-clock"] {
+        let started = Instant::now();
+        let result = plugin.template(&ctx(mode));
+        assert_stopped_in_time(mode, "template", limit, started, result);
+    }
+    let started = Instant::now();
+    let result = plugin.validate(&json!({"mode": "sleep-in-validate"}));
+    assert_stopped_in_time("sleep-in-validate", "validate", limit, started, result);
+    for name in ["sleep", "poll-clock"] {
+        let started = Instant::now();
+        let result = plugin.gate(&named(name), &ctx("ok"));
+        assert_stopped_in_time(name, "gate", limit, started, result);
+        let started = Instant::now();
+        let result = plugin.evaluate(&named(name), &outcome(0, ""));
+        assert_stopped_in_time(name, "evaluate", limit, started, result);
+    }
+    // Stopping a waiting call leaves nothing behind: the plugin answers again at once.
+    let started = Instant::now();
+    plugin.template(&ctx("ok")).expect("ok after the sleeps");
+    assert!(started.elapsed() < OVERRUN, "took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_thirty_second_sleep_is_stopped_at_the_default_limit() {
+    let plugin = runtime()
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("hostile loads");
+    let started = Instant::now();
+    let result = plugin.template(&sample_context(json!({"mode": "sleep-30s"}), 0));
+    assert_stopped_in_time(
+        "sleep-30s",
+        "template",
+        RuntimeConfig::default().call_timeout,
+        started,
+        result,
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "stopped before its limit: {:?}",
+        started.elapsed()
+    );
+}
+
+/// Seconds the histogram recorded for `export` of `workflow_type` (one call).
+fn recorded_seconds(registry: &Registry, workflow_type: &str, export: &str) -> f64 {
+    let prefix = format!(
+        r#"workflow_operator_plugin_call_duration_seconds_sum{{workflow_type="{workflow_type}",export="{export}"}} "#
+    );
+    let text = encoded(registry);
+    text.lines()
+        .find_map(|line| line.strip_prefix(&prefix)?.parse().ok())
+        .unwrap_or_else(|| panic!("no `{prefix}` in:\n{text}"))
+}
+
+#[test]
+fn a_plugin_sleeping_while_it_starts_or_in_info_is_refused_at_the_time_limit() {
+    let limit = std::time::Duration::from_millis(300);
+    let (runtime, registry) = runtime_with_limit(limit);
+    for name in ["sleepy-init", "sleepy-info"] {
+        let origin = format!("{name}.wasm");
+        let started = Instant::now();
+        let err = runtime
+            .load(&test_plugin(name), &origin)
+            .expect_err("a plugin that sleeps at load");
+        assert!(
+            matches!(err, PluginError::Timeout { call: "info", .. }),
+            "{name}: {err:?}"
+        );
+        // Loading compiles first; the call itself is what the histogram timed.
+        let seconds = recorded_seconds(&registry, &origin, "info");
+        assert!(
+            seconds < (limit + OVERRUN).as_secs_f64(),
+            "{name}: info took {seconds}s"
+        );
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(30),
+            "{name}: load took {:?}",
+            started.elapsed()
+        );
+    }
+}
+
+#[test]
+fn a_blocking_stdin_read_returns_at_once_with_nothing() {
+    let plugin = runtime()
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("hostile loads");
+    let started = Instant::now();
+    let err = plugin
+        .template(&sample_context(json!({"mode": "read-stdin"}), 0))
+        .expect_err("the plugin reports what it read");
+    assert!(matches!(err, PluginError::TemplateFailed { .. }), "{err:?}");
+    assert!(
+        err.to_string().contains("stdin read returned: closed"),
+        "{err}"
+    );
+    assert!(started.elapsed() < OVERRUN, "took {:?}", started.elapsed());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sleeping_plugin_is_stopped_in_time_from_a_multi_threaded_async_runtime() {
+    let limit = std::time::Duration::from_millis(200);
+    let (runtime, _registry) = runtime_with_limit(limit);
+    let plugin = runtime
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("load");
+    let task = tokio::spawn(async move {
+        let started = Instant::now();
+        let result = plugin.template(&sample_context(json!({"mode": "sleep"}), 0));
+        assert_stopped_in_time("sleep", "template", limit, started, result);
+    });
+    task.await.expect("task");
+}
+
+#[tokio::test]
+async fn a_sleeping_plugin_is_stopped_in_time_from_a_current_thread_async_runtime() {
+    let limit = std::time::Duration::from_millis(200);
+    let (runtime, _registry) = runtime_with_limit(limit);
+    let plugin = runtime
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("load");
+    let started = Instant::now();
+    let result = plugin.template(&sample_context(json!({"mode": "poll-clock"}), 0));
+    assert_stopped_in_time("poll-clock", "template", limit, started, result);
+}
+
+#[test]
+fn a_params_schema_that_refers_to_itself_is_refused_at_load_naming_the_reference() {
+    // Unbounded, validating `{}` against this schema grows memory until the process dies.
+    let started = Instant::now();
+    let err = runtime()
+        .load(&test_plugin("recursive-schema"), "recursive-schema.wasm")
+        .expect_err("a recursive params schema");
+    assert!(matches!(err, PluginError::InvalidInfo { .. }), "{err:?}");
+    let message = err.to_string();
+    assert!(
+        message.contains("recursive-schema.wasm")
+            && message.contains("its params schema is recursive: `$ref` \"#/$defs/"),
+        "{message}"
+    );
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(30),
+        "took {:?}",
+        started.elapsed()
+    );
+}

@@ -8,6 +8,7 @@ use wasmtime::Store;
 use super::bindings::exports::workflow::plugin::workflow_type as wit;
 use super::bindings::{Plugin as Bindings, PluginPre};
 use super::call::new_store;
+use super::driver;
 use super::error::PluginError;
 use super::runtime::{Plugin, Runtime, one_line};
 use super::sandbox::CallState;
@@ -32,14 +33,21 @@ impl Plugin {
     /// When the instance cannot be created.
     pub fn warm_instance(&self) -> Result<WarmInstance, PluginError> {
         let mut store = new_store(&self.runtime, &self.tag, u64::MAX / 2);
-        let bindings = PluginPre::new(self.compiled.pre.clone())
-            .and_then(|pre| pre.instantiate(&mut store))
-            .map_err(|e| PluginError::Instantiate {
-                plugin: self.label.clone(),
-                call: "warm",
-                reason: one_line(&format!("{e:#}")),
-            })?;
-        Ok(WarmInstance { store, bindings })
+        let timers = self.runtime.timers.clone();
+        let pre = self.compiled.pre.clone();
+        let bindings = driver::block_on(&timers, async {
+            PluginPre::new(pre)?.instantiate_async(&mut store).await
+        })
+        .map_err(|e| PluginError::Instantiate {
+            plugin: self.label.clone(),
+            call: "warm",
+            reason: one_line(&format!("{e:#}")),
+        })?;
+        Ok(WarmInstance {
+            store,
+            bindings,
+            timers,
+        })
     }
 }
 
@@ -47,6 +55,7 @@ impl Plugin {
 pub struct WarmInstance {
     store: Store<CallState>,
     bindings: Bindings,
+    timers: tokio::runtime::Handle,
 }
 
 impl WarmInstance {
@@ -56,10 +65,14 @@ impl WarmInstance {
     /// When the call traps or the plugin refuses.
     pub fn template(&mut self, context: &GroupContext) -> Result<usize, String> {
         let ctx = wit::Context::from(context);
-        self.bindings
-            .workflow_plugin_workflow_type()
-            .call_template(&mut self.store, &ctx)
-            .map_err(|e| format!("{e:#}"))?
-            .map(|steps| steps.len())
+        let (bindings, store) = (&self.bindings, &mut self.store);
+        driver::block_on(&self.timers, async {
+            bindings
+                .workflow_plugin_workflow_type()
+                .call_template(store, &ctx)
+                .await
+        })
+        .map_err(|e| format!("{e:#}"))?
+        .map(|steps| steps.len())
     }
 }

@@ -1,18 +1,16 @@
-//! Calling a plugin: every call gets a fresh store (memory capped, interrupted at its time
-//! limit) and a fresh instance that is dropped afterwards, so no call sees what another left
-//! behind; every failure becomes a [`PluginError`]. Also the [`Plugin`] methods that call
-//! the contract's exports and check what they return, each timed and counted in the
-//! runtime's metrics when it has them.
+//! Calling a plugin: every call gets a fresh store (memory capped, stopped at its time limit
+//! even while it waits in a host call) and a fresh instance that is dropped afterwards, so no
+//! call sees what another left behind; every failure becomes a [`PluginError`]. Also the
+//! [`Plugin`] methods that call the contract's exports and check what they return, each timed
+//! and counted in the runtime's metrics when it has them.
 
-use std::thread;
 use std::time::Instant;
 
-use wasmtime::component::{
-    ComponentExportIndex, ComponentNamedList, Instance, InstancePre, Lift, Lower,
-};
+use wasmtime::component::{ComponentExportIndex, ComponentNamedList, InstancePre, Lift, Lower};
 use wasmtime::{Store, Trap};
 
 use super::bindings::exports::workflow::plugin::workflow_type as wit;
+use super::driver;
 use super::engine::{deadline_ticks, limits, memory_limit};
 use super::error::PluginError;
 use super::load::Exports;
@@ -20,6 +18,9 @@ use super::runtime::{Plugin, RuntimeInner, one_line};
 use super::sandbox::{CallState, LogTag, truncate};
 use super::types::{Gate, GroupContext, PluginInfo, Step, StepOutcome, Verdict};
 use super::validate;
+
+/// Longest message kept of one params error found by the schema.
+const MAX_SCHEMA_MESSAGE_BYTES: usize = 512;
 
 impl Plugin {
     /// Checks a group's parameters for this type: first against the JSON Schema the plugin
@@ -41,7 +42,8 @@ impl Plugin {
                 } else {
                     path
                 };
-                format!("{path}: {e}")
+                // A message can quote the whole instance or a long `enum` of the schema.
+                truncate(&format!("{path}: {e}"), MAX_SCHEMA_MESSAGE_BYTES).into_owned()
             })
             .collect();
         if !errors.is_empty() {
@@ -136,7 +138,7 @@ impl Plugin {
     ) -> Result<R, PluginError>
     where
         P: ComponentNamedList + Lower + Send,
-        (R,): ComponentNamedList + Lift,
+        (R,): ComponentNamedList + Lift + 'static,
         R: Send,
     {
         call_in_store(
@@ -145,7 +147,8 @@ impl Plugin {
             &self.tag,
             &self.label,
             call,
-            |store, instance| call_export(store, instance, index, params),
+            index,
+            params,
         )
     }
 
@@ -175,9 +178,8 @@ pub(super) fn info(
     origin: &str,
 ) -> Result<(PluginInfo, jsonschema::Validator), PluginError> {
     observed(runtime, tag, "info", || {
-        let raw = call_in_store(runtime, pre, tag, origin, "info", |store, instance| {
-            call_export::<(), wit::PluginInfo>(store, instance, &exports.info, ())
-        })?;
+        let raw: wit::PluginInfo =
+            call_in_store(runtime, pre, tag, origin, "info", &exports.info, ())?;
         validate::info(raw, origin, &limits(&runtime.config))
     })
 }
@@ -223,21 +225,6 @@ fn outcome<T>(result: &Result<T, PluginError>) -> &'static str {
     }
 }
 
-/// Calls the export at `index` of `instance`, whose signature is `P -> R`.
-fn call_export<P, R>(
-    store: &mut Store<CallState>,
-    instance: Instance,
-    index: &ComponentExportIndex,
-    params: P,
-) -> wasmtime::Result<R>
-where
-    P: ComponentNamedList + Lower,
-    (R,): ComponentNamedList + Lift,
-{
-    let func = instance.get_typed_func::<P, (R,)>(&mut *store, index)?;
-    Ok(func.call(store, params)?.0)
-}
-
 /// A fresh store for one call of the plugin tagged `tag`: memory capped, interrupted after
 /// `deadline_ticks` epoch ticks.
 pub(super) fn new_store(
@@ -258,79 +245,91 @@ pub(super) fn new_store(
     store
 }
 
-/// Runs one call of `pre` in a fresh store, mapping every failure to a [`PluginError`].
-fn call_in_store<R: Send>(
+/// Runs one call of the export at `index` (signature `P -> R`) in a fresh instance of `pre`,
+/// in a fresh store, mapping every failure to a [`PluginError`].
+///
+/// The call, instantiation included, is bounded twice: guest code is interrupted at the
+/// store's epoch deadline, and the whole future is dropped when `call_timeout` has passed,
+/// which also ends a guest waiting in a host call (a WASI sleep or poll). The store is then
+/// only read for the plugin's output and dropped.
+fn call_in_store<P, R>(
     runtime: &RuntimeInner,
     pre: &InstancePre<CallState>,
     tag: &LogTag,
     label: &str,
     call: &'static str,
-    f: impl FnOnce(&mut Store<CallState>, Instance) -> wasmtime::Result<R> + Send,
-) -> Result<R, PluginError> {
-    outside_async_runtime(|| {
-        let cfg = &runtime.config;
-        let mut store = new_store(runtime, tag, deadline_ticks(cfg.call_timeout));
-        let result = pre
-            .instantiate(&mut store)
-            .map_err(|e| (e, true))
-            .and_then(|instance| f(&mut store, instance).map_err(|e| (e, false)));
-        store.data().finish_logs();
-        let memory_exhausted = store.data().limiter.memory_exhausted;
-        result.map_err(|(error, instantiating)| {
-            let plugin = label.to_string();
-            if memory_exhausted {
-                return PluginError::MemoryExhausted {
-                    plugin,
-                    call,
-                    limit_bytes: cfg.memory_limit_bytes,
-                };
-            }
-            match error.downcast_ref::<Trap>() {
-                Some(Trap::Interrupt) => PluginError::Timeout {
-                    plugin,
-                    call,
-                    limit: cfg.call_timeout,
-                },
-                Some(trap) => {
-                    let mut message = trap.to_string();
-                    if *trap == Trap::StackOverflow {
-                        message.push_str(" (too deep recursion?)");
-                    }
-                    if let Some(line) = store.data().last_output(1024) {
-                        message = format!("{message}; its last output: {line}");
-                    }
-                    PluginError::Trap {
-                        plugin,
-                        call,
-                        message,
-                    }
-                }
-                None if instantiating => PluginError::Instantiate {
-                    plugin,
-                    call,
-                    reason: one_line(&format!("{error:#}")),
-                },
-                None => PluginError::Trap {
-                    plugin,
-                    call,
-                    message: one_line(&format!("{error:#}")),
-                },
+    index: &ComponentExportIndex,
+    params: P,
+) -> Result<R, PluginError>
+where
+    P: ComponentNamedList + Lower + Send,
+    (R,): ComponentNamedList + Lift + 'static,
+    R: Send,
+{
+    let cfg = &runtime.config;
+    let mut store = new_store(runtime, tag, deadline_ticks(cfg.call_timeout));
+    let store_ref = &mut store;
+    let outcome = driver::block_on(&runtime.timers, async move {
+        tokio::time::timeout(cfg.call_timeout, async move {
+            let instance = pre
+                .instantiate_async(&mut *store_ref)
+                .await
+                .map_err(|e| (e, true))?;
+            let func = instance
+                .get_typed_func::<P, (R,)>(&mut *store_ref, index)
+                .map_err(|e| (e, false))?;
+            match func.call_async(&mut *store_ref, params).await {
+                Ok((result,)) => Ok(result),
+                Err(e) => Err((e, false)),
             }
         })
+        .await
+    });
+    store.data().finish_logs();
+    let plugin = label.to_string();
+    let timeout = || PluginError::Timeout {
+        plugin: label.to_string(),
+        call,
+        limit: cfg.call_timeout,
+    };
+    let Ok(result) = outcome else {
+        return Err(timeout());
+    };
+    let memory_exhausted = store.data().limiter.memory_exhausted;
+    result.map_err(|(error, instantiating)| {
+        if memory_exhausted {
+            return PluginError::MemoryExhausted {
+                plugin,
+                call,
+                limit_bytes: cfg.memory_limit_bytes,
+            };
+        }
+        match error.downcast_ref::<Trap>() {
+            Some(Trap::Interrupt) => timeout(),
+            Some(trap) => {
+                let mut message = trap.to_string();
+                if *trap == Trap::StackOverflow {
+                    message.push_str(" (too deep recursion?)");
+                }
+                if let Some(line) = store.data().last_output(1024) {
+                    message = format!("{message}; its last output: {line}");
+                }
+                PluginError::Trap {
+                    plugin,
+                    call,
+                    message,
+                }
+            }
+            None if instantiating => PluginError::Instantiate {
+                plugin,
+                call,
+                reason: one_line(&format!("{error:#}")),
+            },
+            None => PluginError::Trap {
+                plugin,
+                call,
+                message: one_line(&format!("{error:#}")),
+            },
+        }
     })
-}
-
-/// Runs `f` where WASI's synchronous host functions may block: they enter a Tokio runtime
-/// of their own, which panics on a thread that already drives an async runtime.
-fn outside_async_runtime<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    match tokio::runtime::Handle::try_current() {
-        Err(_) => f(),
-        Ok(handle) => match handle.runtime_flavor() {
-            tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
-            _ => thread::scope(|scope| match scope.spawn(f).join() {
-                Ok(result) => result,
-                Err(panic) => std::panic::resume_unwind(panic),
-            }),
-        },
-    }
 }

@@ -1,7 +1,7 @@
 //! The WebAssembly engine all plugins share: its configuration (component model, epoch
 //! interruption, a pooling allocator sized by [`RuntimeConfig`]), the linker of what plugins
-//! may import, the epoch ticker that enforces time limits, and the limits derived from the
-//! configuration.
+//! may import, the epoch ticker that interrupts guest code at its deadline, and the limits
+//! derived from the configuration.
 
 use std::thread;
 use std::time::Duration;
@@ -20,6 +20,13 @@ const EPOCH_TICK: Duration = Duration::from_millis(10);
 /// Bytes of each linear memory kept resident between calls.
 const KEEP_RESIDENT: usize = 4 << 20;
 
+/// Most native stack a guest may use.
+const MAX_WASM_STACK: usize = 512 << 10;
+
+/// The native stack of one call's fiber: the guest's, and room for the host functions it
+/// calls.
+const FIBER_STACK: usize = MAX_WASM_STACK + (512 << 10);
+
 /// The engine for `config`.
 pub(super) fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
     Engine::new(&engine_config(config))
@@ -27,9 +34,13 @@ pub(super) fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
 }
 
 /// What a plugin may import: WASI with nothing granted (see [`CallState`]) and `host-log`.
+///
+/// WASI is linked in its asynchronous form: every import that can wait (clock subscriptions,
+/// `poll`, `pollable.block`, blocking stream reads and writes) waits in a future, which the
+/// call's deadline drops (see `call.rs`). `host-log` and the remaining imports return at once.
 pub(super) fn new_linker(engine: &Engine) -> anyhow::Result<Linker<CallState>> {
     let mut linker = Linker::new(engine);
-    wasmtime_wasi::p2::add_to_linker_sync(&mut linker)
+    wasmtime_wasi::p2::add_to_linker_async(&mut linker)
         .map_err(|e| anyhow::anyhow!("cannot link WASI: {e:#}"))?;
     Bindings::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
         .map_err(|e| anyhow::anyhow!("cannot link host-log: {e:#}"))?;
@@ -45,6 +56,8 @@ fn engine_config(config: &RuntimeConfig) -> Config {
         .total_core_instances(instances.saturating_mul(8))
         .total_memories(instances.saturating_mul(2))
         .total_tables(instances.saturating_mul(4))
+        // One fiber stack per call in flight.
+        .total_stacks(instances)
         .max_memory_size(memory_limit)
         // Keep the low pages of each slot (a Rust guest's stack, data and first heap pages)
         // committed, and on Linux 6.7+ reset only the ones a call dirtied (PAGEMAP_SCAN, off
@@ -63,7 +76,8 @@ fn engine_config(config: &RuntimeConfig) -> Config {
         .memory_guard_size(64 << 10)
         .memory_reservation_for_growth(0)
         .memory_init_cow(true)
-        .max_wasm_stack(512 << 10);
+        .max_wasm_stack(MAX_WASM_STACK)
+        .async_stack_size(FIBER_STACK);
     cfg
 }
 

@@ -11,19 +11,20 @@ use wasmtime::Engine;
 use wasmtime::component::{InstancePre, Linker};
 
 use super::config::RuntimeConfig;
-use super::engine;
 use super::error::{CONTRACT_VERSION, PluginError};
 use super::load::Exports;
 use super::metrics::PluginMetrics;
 use super::sandbox::{CallState, LogTag, truncate};
 use super::types::PluginInfo;
+use super::{driver, engine};
 
 /// Runs plugins. Cheap to clone; all clones share one engine and one compilation cache.
 ///
 /// # Guarantees
-/// A plugin call never panics the host and never outlives its time limit by more than one
-/// epoch tick (10 ms): a trap, a timeout or memory exhaustion becomes a [`PluginError`] and the
-/// instance is dropped, so the next call of any plugin starts clean.
+/// A plugin call never panics the host and never outlives its time limit by more than 100 ms,
+/// whether the plugin computes or waits in a host call (a WASI sleep, poll or blocking read):
+/// a trap, a timeout or memory exhaustion becomes a [`PluginError`] and the instance is
+/// dropped, so the next call of any plugin starts clean.
 #[derive(Clone)]
 pub struct Runtime {
     pub(super) inner: Arc<RuntimeInner>,
@@ -32,6 +33,8 @@ pub struct Runtime {
 pub(super) struct RuntimeInner {
     pub engine: Engine,
     pub linker: Linker<CallState>,
+    /// The runtime that drives the timers of calls (see `driver.rs`).
+    pub timers: tokio::runtime::Handle,
     pub config: RuntimeConfig,
     /// Compiled plugins (and compile failures) by content digest.
     pub compiled: Mutex<HashMap<String, Result<Arc<Compiled>, PluginError>>>,
@@ -51,6 +54,7 @@ impl Clone for RuntimeInner {
         Self {
             engine: self.engine.clone(),
             linker: self.linker.clone(),
+            timers: self.timers.clone(),
             config: self.config.clone(),
             compiled: Mutex::new(compiled),
             metrics: self.metrics.clone(),
@@ -99,19 +103,22 @@ impl std::fmt::Debug for Runtime {
 
 impl Runtime {
     /// Creates the engine (component model, epoch interruption, pooling allocator sized by
-    /// `config`), the linker (WASI with nothing granted, `host-log`) and the epoch ticker.
+    /// `config`), the linker (WASI with nothing granted, `host-log`), the epoch ticker and,
+    /// once per process, the thread that drives call timers.
     ///
     /// # Errors
     /// When the engine cannot be created, for example because the machine cannot reserve the
-    /// virtual memory of the instance pool.
+    /// virtual memory of the instance pool, or a thread cannot be started.
     pub fn new(config: RuntimeConfig) -> anyhow::Result<Self> {
         let engine = engine::new_engine(&config)?;
         let linker = engine::new_linker(&engine)?;
+        let timers = driver::timers()?.clone();
         engine::start_epoch_ticker(&engine);
         Ok(Self {
             inner: Arc::new(RuntimeInner {
                 engine,
                 linker,
+                timers,
                 config,
                 compiled: Mutex::new(HashMap::new()),
                 metrics: None,

@@ -17,6 +17,10 @@ use super::bindings::workflow::plugin::{host_log, types as wit_types};
 /// Most `host-log` lines kept per call; the rest is counted and dropped.
 const MAX_LOG_LINES: usize = 200;
 
+/// Most WASI resources (pollables, streams, ...) one call may hold at once: they live in the
+/// host's memory, outside the call's memory cap.
+const MAX_RESOURCES: usize = 10_000;
+
 /// Who is talking, for the operator's logs.
 #[derive(Debug, Clone)]
 pub(crate) struct LogTag {
@@ -52,11 +56,13 @@ impl CallState {
         max_line_bytes: usize,
         capture_bytes: usize,
     ) -> Self {
+        let mut table = ResourceTable::new();
+        table.set_max_capacity(MAX_RESOURCES);
         Self {
             wasi: None,
             stdout: Capture::new(capture_bytes),
             stderr: Capture::new(capture_bytes),
-            table: ResourceTable::new(),
+            table,
             limiter: CallLimiter {
                 memory_limit,
                 memory_exhausted: false,
@@ -245,9 +251,22 @@ impl Capture {
             return;
         }
         let text = String::from_utf8_lossy(&buf.bytes);
-        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+        let mut lines = text.lines().filter(|l| !l.trim().is_empty());
+        // As many lines as `host-log` keeps: a megabyte of one-character lines must not
+        // become half a million log events.
+        for line in lines.by_ref().take(MAX_LOG_LINES) {
             let line = truncate(line, max_line_bytes);
             tracing::info!(plugin = %tag.plugin, digest = %tag.digest, stream, "{line}");
+        }
+        let dropped_lines = lines.count();
+        if dropped_lines > 0 {
+            tracing::warn!(
+                plugin = %tag.plugin,
+                digest = %tag.digest,
+                stream,
+                dropped_lines,
+                "plugin wrote more than {MAX_LOG_LINES} lines in one call; the rest was dropped"
+            );
         }
         if buf.dropped > 0 {
             tracing::warn!(

@@ -53,7 +53,7 @@ pub(crate) fn info(
     check_dns_label(&raw.type_name).map_err(|reason| {
         bad(format!(
             "type name {:?} is not a DNS-1123 label: {reason}",
-            raw.type_name
+            crate::plugin::sandbox::truncate(&raw.type_name, 64)
         ))
     })?;
     limits
@@ -65,18 +65,8 @@ pub(crate) fn info(
     limits
         .string(&|| "its description".into(), &raw.description, &mut total)
         .map_err(bad)?;
-    // A schema may be larger than one ordinary string, but stays within the output bound.
-    if raw.params_schema.len() > limits.max_output_bytes {
-        return Err(bad(format!(
-            "its params schema has {} bytes, at most {} are allowed",
-            raw.params_schema.len(),
-            limits.max_output_bytes
-        )));
-    }
-    let params_schema: serde_json::Value = serde_json::from_str(&raw.params_schema)
-        .map_err(|e| bad(format!("its params schema is not JSON: {e}")))?;
-    let schema = jsonschema::validator_for(&params_schema)
-        .map_err(|e| bad(format!("its params schema is not a valid JSON Schema: {e}")))?;
+    let (params_schema, schema) = super::schema::compile(&raw.params_schema)
+        .map_err(|reason| bad(format!("its params schema {reason}")))?;
     Ok((
         PluginInfo {
             type_name: raw.type_name,

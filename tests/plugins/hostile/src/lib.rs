@@ -1,7 +1,8 @@
 //! Test plugin: workflow type `hostile`, which misbehaves on demand so the host runtime's
 //! tests can check that a bad plugin yields a clear error and never harms the operator.
 //!
-//! `info` and `validate` always behave. `template` does what `params.mode` says:
+//! `info` always behaves; `validate` sleeps an hour in mode `sleep-in-validate` and accepts
+//! anything else. `template` does what `params.mode` says:
 //!
 //! | mode | `template` |
 //! |---|---|
@@ -18,10 +19,17 @@
 //! | `bad-name` | returns a step named `Not_A_DNS_Label` |
 //! | `log-flood` | logs 1 000 messages of 64 KiB, then returns one good step |
 //! | `error` | returns an error (`hostile template error`) |
+//! | `sleep` | `std::thread::sleep` for an hour (wasi-libc's `nanosleep`) |
+//! | `sleep-30s` | `std::thread::sleep` for 30 s |
+//! | `poll-clock` | `wasi:io/poll.poll` on a monotonic-clock subscription an hour ahead |
+//! | `block-on-clock` | `pollable.block` on a monotonic-clock subscription of an hour |
+//! | `read-stdin` | a blocking read of stdin, then an error saying what it returned |
 //!
-//! `gate` and `evaluate` misbehave according to the **step's name**: `loop`, `oom`, `recurse`
-//! and `trap` do as above; `evaluate` of a step named `huge` returns a 10 MiB reason. Any other
-//! step starts now and is judged by the default success logic.
+//! `gate` and `evaluate` misbehave according to the **step's name**: `loop`, `oom`, `recurse`,
+//! `trap`, `sleep` and `poll-clock` do as above; `evaluate` of a step named `huge` returns a
+//! 10 MiB reason. Any other step starts now and is judged by the default success logic.
+
+mod waits;
 
 use std::hint::black_box;
 
@@ -61,6 +69,19 @@ pub enum Mode {
     LogFlood,
     /// An ordinary template error.
     Error,
+    /// Sleep an hour.
+    Sleep,
+    /// Sleep 30 seconds.
+    #[serde(rename = "sleep-30s")]
+    Sleep30s,
+    /// Poll a clock subscription an hour ahead.
+    PollClock,
+    /// Block on a clock subscription of an hour.
+    BlockOnClock,
+    /// Read stdin, blocking.
+    ReadStdin,
+    /// `validate` sleeps an hour.
+    SleepInValidate,
 }
 
 /// Parameters: `spec.params.hostile: { mode: ... }`.
@@ -116,6 +137,8 @@ fn misbehave_by_name(name: &str, call: &str) {
             black_box(recurse(0));
         }
         "trap" => trap(call),
+        "sleep" => waits::sleep(waits::HOUR),
+        "poll-clock" => waits::poll_clock(),
         _ => {}
     }
 }
@@ -130,6 +153,13 @@ impl WorkflowType for Hostile {
     fn info() -> Info {
         Info::new("hostile", env!("CARGO_PKG_VERSION"))
             .description("Misbehaves on demand (test plugin)")
+    }
+
+    fn validate(params: &HostileParams) -> Result<(), Error> {
+        if params.mode == Mode::SleepInValidate {
+            waits::sleep(waits::HOUR);
+        }
+        Ok(())
     }
 
     fn template(ctx: &Context<HostileParams>) -> Result<Vec<Step>, Error> {
@@ -162,6 +192,29 @@ impl WorkflowType for Hostile {
                 vec![step("ok")]
             }
             Mode::Error => return Err(Error::new("hostile template error")),
+            Mode::Sleep => {
+                waits::sleep(waits::HOUR);
+                vec![step("ok")]
+            }
+            Mode::Sleep30s => {
+                waits::sleep(std::time::Duration::from_secs(30));
+                vec![step("ok")]
+            }
+            Mode::PollClock => {
+                waits::poll_clock();
+                vec![step("ok")]
+            }
+            Mode::BlockOnClock => {
+                waits::block_on_clock();
+                vec![step("ok")]
+            }
+            Mode::ReadStdin => {
+                return Err(Error::new(format!(
+                    "stdin read returned: {}",
+                    waits::read_stdin()
+                )));
+            }
+            Mode::SleepInValidate => vec![step("ok")],
         })
     }
 

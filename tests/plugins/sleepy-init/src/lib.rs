@@ -1,0 +1,35 @@
+//! Test plugin: workflow type `sleepy-init`, which sleeps an hour in a static constructor,
+//! run by the module's `_initialize` before any export is called. Each call instantiates the
+//! plugin afresh, so loading it (its `info`) must fail at the time limit.
+
+use std::time::Duration;
+
+use workflow_plugin_sdk::prelude::*;
+
+extern "C" fn sleep_an_hour() {
+    std::thread::sleep(Duration::from_secs(3600));
+}
+
+/// A constructor: the linker lists `.init_array` entries in `__wasm_call_ctors`, which the
+/// module's `_initialize` runs.
+#[allow(unsafe_code)]
+#[used]
+#[unsafe(link_section = ".init_array")]
+static SLEEP_AT_INIT: extern "C" fn() = sleep_an_hour;
+
+/// The `sleepy-init` workflow type; never reached.
+pub struct SleepyInit;
+
+impl WorkflowType for SleepyInit {
+    type Params = NoParams;
+
+    fn info() -> Info {
+        Info::new("sleepy-init", env!("CARGO_PKG_VERSION"))
+    }
+
+    fn template(_ctx: &Context<NoParams>) -> Result<Vec<Step>, Error> {
+        Ok(vec![Step::new("ok", "true")])
+    }
+}
+
+export_workflow_type!(SleepyInit);
