@@ -3,354 +3,15 @@
 //! Each test runs its own operator process, scoped to its own namespace, with its own plugin
 //! directory, so the tests run in parallel without seeing each other.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::sync::OnceLock;
+#[path = "support/operator.rs"]
+mod operator;
+
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use operator::*;
 use serde_json::{Value, json};
-use workflow_e2e::{Cluster, FAIL_LABEL, repo_root};
-
-const TIMEOUT: Duration = Duration::from_secs(120);
-
-fn cluster() -> &'static Cluster {
-    static CRDS: OnceLock<()> = OnceLock::new();
-    let cluster = Cluster::shared();
-    CRDS.get_or_init(|| {
-        let crds = repo_root().join("deploy/crds");
-        cluster.kubectl_ok(&["apply", "-f", &crds.to_string_lossy()]);
-        cluster.kubectl_ok(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=60s",
-            "crd/workflowgroups.workflow.rxg456.cn",
-            "crd/workflows.workflow.rxg456.cn",
-        ]);
-    });
-    cluster
-}
-
-fn built_plugin(type_name: &str) -> PathBuf {
-    built("plugins", type_name)
-}
-
-/// `<target>/<dir>/<name>.wasm`, as `make plugins` builds it.
-fn built(dir: &str, name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
-    let path = target.join(dir).join(format!("{name}.wasm"));
-    assert!(
-        path.exists(),
-        "{} is missing: run `make plugins` first",
-        path.display()
-    );
-    path
-}
-
-/// A plugin directory holding copies of the named built-in plugins.
-fn plugin_dir(types: &[&str]) -> tempfile::TempDir {
-    let dir = tempfile::tempdir().expect("temporary plugin directory");
-    for t in types {
-        std::fs::copy(built_plugin(t), dir.path().join(format!("{t}.wasm"))).expect("copy plugin");
-    }
-    dir
-}
-
-/// The kubeconfig every operator of these tests runs with: a token of the install manifests'
-/// ServiceAccount (`deploy/rbac.yaml`), not the cluster-admin one, so a rule missing there
-/// fails the tests.
-fn operator_kubeconfig() -> &'static Path {
-    static KUBECONFIG: OnceLock<PathBuf> = OnceLock::new();
-    KUBECONFIG.get_or_init(|| {
-        let cluster = cluster();
-        let deploy = repo_root().join("deploy");
-        cluster.kubectl_ok(&[
-            "apply",
-            "-f",
-            &deploy.join("namespace.yaml").to_string_lossy(),
-            "-f",
-            &deploy.join("rbac.yaml").to_string_lossy(),
-        ]);
-        let token = cluster.kubectl_ok(&[
-            "-n",
-            "workflow-system",
-            "create",
-            "token",
-            "workflow-operator",
-            "--duration=12h",
-        ]);
-        let admin = cluster.kubectl_json(&["config", "view", "--raw", "--minify"]);
-        let kubeconfig = json!({
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [{"name": "local", "cluster": admin["clusters"][0]["cluster"]}],
-            "users": [{"name": "workflow-operator", "user": {"token": token.trim()}}],
-            "contexts": [{"name": "operator", "context": {"cluster": "local", "user": "workflow-operator", "namespace": "workflow-system"}}],
-            "current-context": "operator",
-        });
-        let dir = repo_root().join("target/e2e-logs");
-        std::fs::create_dir_all(&dir).expect("log directory");
-        let path = dir.join(format!("operator-sa-{}.kubeconfig", std::process::id()));
-        std::fs::write(&path, kubeconfig.to_string()).expect("write the operator's kubeconfig");
-        path
-    })
-}
-
-/// `kubectl` as the operator's ServiceAccount.
-fn kubectl_as_operator(args: &[&str]) -> std::process::Output {
-    Command::new(workflow_e2e::kubectl_program())
-        .arg("--kubeconfig")
-        .arg(operator_kubeconfig())
-        .args(args)
-        .output()
-        .expect("run kubectl")
-}
-
-/// Grants the operator in `ns` what the install grants it in its own namespace (plugin
-/// ConfigMaps, the leader Lease), as the RoleBinding of `deploy/rbac.yaml` does.
-fn grant_own_namespace(ns: &str) {
-    cluster().apply_yaml_in(
-        ns,
-        r#"apiVersion: rbac.authorization.k8s.io/v1
-kind: RoleBinding
-metadata:
-  name: workflow-operator-own-namespace
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: workflow-operator-own-namespace
-subjects:
-- kind: ServiceAccount
-  name: workflow-operator
-  namespace: workflow-system
-"#,
-    );
-}
-
-/// The operator binary running against the cluster, watching one namespace.
-struct Operator {
-    child: Child,
-    log: PathBuf,
-}
-
-impl Operator {
-    fn start(namespace: &str, plugins: &Path) -> Operator {
-        Operator::start_with(namespace, plugins, &[])
-    }
-
-    /// Starts the operator with `extra` arguments after the usual ones.
-    fn start_with(namespace: &str, plugins: &Path, extra: &[&str]) -> Operator {
-        let mut operator = Operator::spawn(namespace, plugins, extra);
-        // Plugins are compiled before the controllers start; wait so that test timings start
-        // from a running operator.
-        operator.wait_for_log("controllers started");
-        operator
-    }
-
-    /// Starts the operator, as the ServiceAccount of the install, with its own namespace (plugin
-    /// ConfigMaps, leases) being `namespace`; does not wait for anything.
-    fn spawn(namespace: &str, plugins: &Path, extra: &[&str]) -> Operator {
-        grant_own_namespace(namespace);
-        let logs = repo_root().join("target/e2e-logs");
-        std::fs::create_dir_all(&logs).expect("log directory");
-        let log = logs.join(format!("operator-{namespace}-{}.log", now_millis()));
-        let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-            .args([
-                "run",
-                "--namespace",
-                namespace,
-                "--plugin-namespace",
-                namespace,
-                "--http-addr",
-                "127.0.0.1:0",
-                "--plugin-dir",
-            ])
-            .arg(plugins)
-            .args(extra)
-            .env("KUBECONFIG", operator_kubeconfig())
-            .env("RUST_LOG", "info,workflow_operator=debug")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone().expect("log file"))
-            .stderr(file)
-            .spawn()
-            .expect("start the operator");
-        Operator { child, log }
-    }
-
-    /// Waits until the log has a line containing `text`; returns the time waited.
-    fn wait_for_log(&mut self, text: &str) -> Duration {
-        let start = Instant::now();
-        while !self.log_text().contains(text) {
-            self.assert_running();
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "the operator never logged {text:?}: {}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        start.elapsed()
-    }
-
-    /// The address of its HTTP endpoints, from its log.
-    fn http_addr(&mut self) -> String {
-        self.wait_for_log("serving /healthz");
-        let log = self.log_text();
-        let line = log
-            .lines()
-            .find(|l| l.contains("serving /healthz"))
-            .unwrap_or_default();
-        let addr = line
-            .split_whitespace()
-            .find_map(|word| word.strip_prefix("addr="))
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
-        addr.to_string()
-    }
-
-    /// GET `path` of its HTTP endpoints: the status code and the body.
-    fn http_get(&mut self, path: &str) -> (u16, String) {
-        let addr = self.http_addr();
-        let out = Command::new("curl")
-            .args([
-                "-s",
-                "-o",
-                "-",
-                "-w",
-                "\n%{http_code}",
-                &format!("http://{addr}{path}"),
-            ])
-            .output()
-            .expect("run curl");
-        let text = String::from_utf8_lossy(&out.stdout).into_owned();
-        let (body, code) = text.rsplit_once('\n').unwrap_or(("", "0"));
-        (code.trim().parse().unwrap_or(0), body.to_string())
-    }
-
-    fn assert_running(&mut self) {
-        if let Ok(Some(status)) = self.child.try_wait() {
-            panic!("the operator exited ({status}); log: {}", self.log_text());
-        }
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// Kills the process without letting it clean up, as a crash would.
-    fn crash(mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Operator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn now_millis() -> u128 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0)
-}
-
-fn get(ns: &str, what: &str) -> Value {
-    cluster().kubectl_json(&["-n", ns, "get", what])
-}
-
-fn list(ns: &str, what: &str, selector: Option<&str>) -> Vec<Value> {
-    let mut args = vec!["-n", ns, "get", what];
-    if let Some(selector) = selector {
-        args.extend(["-l", selector]);
-    }
-    cluster().kubectl_json(&args)["items"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
-}
-
-fn succeeded_condition(obj: &Value) -> Value {
-    obj["status"]["conditions"]
-        .as_array()
-        .and_then(|cs| cs.iter().find(|c| c["type"] == "Succeeded").cloned())
-        .unwrap_or(Value::Null)
-}
-
-fn condition_message(obj: &Value) -> String {
-    succeeded_condition(obj)["message"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string()
-}
-
-fn wait_group_phase(ns: &str, name: &str, want: &str, operator: &mut Operator) -> Duration {
-    let start = Instant::now();
-    loop {
-        let group = get(ns, &format!("workflowgroup/{name}"));
-        let phase = group["status"]["phase"].as_str().unwrap_or("").to_string();
-        if phase == want {
-            return start.elapsed();
-        }
-        operator.assert_running();
-        if start.elapsed() > TIMEOUT {
-            panic!(
-                "group {ns}/{name} is {phase:?}, not {want:?}, after {TIMEOUT:?}\n{}\noperator log:\n{}",
-                cluster().kubectl_ok(&["-n", ns, "get", "wfg,wf,pods", "-o", "wide"]),
-                operator.log_text()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-fn group_yaml(name: &str, types: &[&str], extra_spec: &str, labels: &str) -> String {
-    let steps: String = types.iter().map(|t| format!("  - {t}\n")).collect();
-    format!(
-        "apiVersion: workflow.rxg456.cn/v1alpha1
-kind: WorkflowGroup
-metadata:
-  name: {name}
-  labels:
-    app: e2e
-{labels}spec:
-  type: cluster-expansion
-  clusterName: test-cluster
-  workflowSteps:
-{steps}  targets:
-  - name: node-1
-    ip: 192.168.1.101
-    role: Master
-{extra_spec}"
-    )
-}
-
-/// The steps seed 000 gives each type, as the API prints them.
-fn seed_steps(workflow_type: &str) -> Value {
-    match workflow_type {
-        "pre-check" => json!([
-            {"name": "validate-nodes", "description": "验证节点配置", "command": "validate-nodes.sh"},
-            {"name": "check-network", "description": "检查网络连接", "command": "check-network.sh", "dependsOn": ["validate-nodes"]},
-        ]),
-        "setup" => json!([
-            {"name": "install-packages", "description": "安装必要软件包", "command": "install-packages.sh"},
-            {"name": "configure-nodes", "description": "配置节点", "command": "configure-nodes.sh", "dependsOn": ["install-packages"]},
-        ]),
-        _ => json!([
-            {"name": "verify-installation", "description": "验证安装结果", "command": "verify-installation.sh"},
-        ]),
-    }
-}
-
-fn text<'a>(v: &'a Value, pointer: &str) -> &'a str {
-    v.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-}
+use workflow_e2e::{FAIL_LABEL, repo_root};
 
 #[test]
 fn the_seed_sample_group_completes_with_workflows_created_in_order_and_pods_in_dependency_order() {
@@ -824,21 +485,6 @@ fn a_group_name_too_long_for_a_label_value_is_refused_at_apply_with_the_reason()
     assert!(list(&ns, "workflowgroups", None).is_empty());
 }
 
-/// The types `/plugins` serves, with their digests and the problems it reports.
-fn served_plugins(operator: &mut Operator) -> Value {
-    let (status, body) = operator.http_get("/plugins");
-    assert_eq!(status, 200, "/plugins answered {status}: {body}");
-    serde_json::from_str(&body).unwrap_or_else(|e| panic!("/plugins is not JSON ({e}): {body}"))
-}
-
-fn served_digest(plugins: &Value, type_name: &str) -> Option<String> {
-    plugins["types"]
-        .as_array()?
-        .iter()
-        .find(|t| t["typeName"] == type_name)
-        .map(|t| t["digest"].as_str().unwrap_or_default().to_string())
-}
-
 #[test]
 fn a_plugin_configmap_is_served_at_once_and_a_broken_update_is_reported_while_the_last_good_version_serves()
  {
@@ -1304,4 +950,129 @@ spec:
         "no InvalidParams event:\n{events}"
     );
     operator.assert_running();
+}
+
+/// `kubectl <args>` with `input` on stdin, as the cluster's admin.
+fn kubectl_with_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
+    use std::io::Write as _;
+    let mut child = cluster()
+        .kubectl_command()
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    // Written from another thread: kubectl may fill its stdout pipe before reading all input.
+    let input = input.to_vec();
+    let writer = child.stdin.take().map(|mut stdin| {
+        std::thread::spawn(move || stdin.write_all(&input).expect("write to kubectl"))
+    });
+    let out = child.wait_with_output().expect("kubectl to finish");
+    if let Some(writer) = writer {
+        writer.join().expect("stdin writer");
+    }
+    out
+}
+
+/// The objects of the kustomize base `deploy/` as `kubectl apply -k` would send them, with the
+/// built-in plugins where `make deploy-plugins` puts them (in a copy of the base).
+fn rendered_install() -> (Vec<Value>, Vec<u8>) {
+    let base = tempfile::tempdir().expect("temporary directory");
+    let deploy = repo_root().join("deploy");
+    for file in [
+        "kustomization.yaml",
+        "namespace.yaml",
+        "rbac.yaml",
+        "operator.yaml",
+    ] {
+        std::fs::copy(deploy.join(file), base.path().join(file)).expect("copy the base");
+    }
+    let crds = "crds/workflow.rxg456.cn.yaml";
+    std::fs::create_dir_all(base.path().join("crds")).expect("crds directory");
+    std::fs::copy(deploy.join(crds), base.path().join(crds)).expect("copy the CRDs");
+    std::fs::create_dir_all(base.path().join("plugins")).expect("plugins directory");
+    for t in ["pre-check", "setup", "post-check", "at"] {
+        std::fs::copy(
+            built_plugin(t),
+            base.path().join("plugins").join(format!("{t}.wasm")),
+        )
+        .expect("copy a plugin");
+    }
+    let yaml = cluster().kubectl_ok(&["kustomize", &base.path().to_string_lossy()]);
+    let out = kubectl_with_stdin(
+        &["create", "--dry-run=client", "-o", "json", "-f", "-"],
+        yaml.as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // One JSON document per object.
+    let items: Vec<Value> = serde_json::Deserializer::from_slice(&out.stdout)
+        .into_iter::<Value>()
+        .collect::<Result<_, _>>()
+        .expect("kubectl printed JSON");
+    (items, yaml.into_bytes())
+}
+
+#[test]
+fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_and_a_configmap_per_plugin()
+ {
+    let (objects, yaml) = rendered_install();
+    let of_kind =
+        |kind: &str| -> Vec<&Value> { objects.iter().filter(|o| o["kind"] == kind).collect() };
+    assert_eq!(of_kind("CustomResourceDefinition").len(), 2);
+
+    let deployment = of_kind("Deployment");
+    assert_eq!(deployment.len(), 1);
+    let spec = &deployment[0]["spec"];
+    assert_eq!(spec["replicas"], 2);
+    let pod = &spec["template"]["spec"];
+    assert_eq!(pod["serviceAccountName"], "workflow-operator");
+    let container = &pod["containers"][0];
+    assert!(
+        container["args"]
+            .as_array()
+            .is_some_and(|a| a.contains(&json!("--leader-elect"))),
+        "{container}"
+    );
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
+    assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+
+    assert_eq!(of_kind("PodDisruptionBudget").len(), 1);
+    let service = of_kind("Service");
+    assert_eq!(service[0]["spec"]["ports"][0]["port"], 8080);
+
+    let mut plugins: Vec<String> = of_kind("ConfigMap")
+        .iter()
+        .filter(|cm| cm["metadata"]["labels"]["workflow.rxg456.cn/plugin"] == "true")
+        .filter(|cm| cm["metadata"]["namespace"] == "workflow-system")
+        .flat_map(|cm| {
+            cm["binaryData"]
+                .as_object()
+                .map(|d| d.keys().cloned().collect::<Vec<_>>())
+                .unwrap_or_default()
+        })
+        .collect();
+    plugins.sort();
+    assert_eq!(
+        plugins,
+        ["at.wasm", "post-check.wasm", "pre-check.wasm", "setup.wasm"],
+        "one labelled ConfigMap per built-in type"
+    );
+
+    // The API server accepts every object (server-side dry run: nothing is changed).
+    let out = kubectl_with_stdin(
+        &["apply", "--server-side", "--dry-run=server", "-f", "-"],
+        &yaml,
+    );
+    assert!(
+        out.status.success(),
+        "the API server refused the install: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
