@@ -30,7 +30,7 @@ fmt: ## Format the code
 
 # The end-to-end tests start the local cluster themselves when it is not up (and use
 # WORKFLOW_E2E_KUBECONFIG when set); a cluster this target started is stopped afterwards.
-test: plugins ## Unit, plugin and end-to-end tests (starts the local cluster)
+test: plugins image ## Unit, plugin and end-to-end tests (starts the local cluster; the image test unpacks make image)
 	@# The tests run their own operators; one left by `make demo` would race them.
 	@if [ -f .local-cluster/pids/operator.pid ]; then \
 	  echo "stopping the operator left by make demo (the tests run their own)"; \
@@ -58,7 +58,7 @@ deploy-plugins: plugins ## Copy the built-in plugins into deploy/plugins/, where
 	cp $(foreach t,pre-check setup post-check at,$(TARGET_DIR)/plugins/$(t).wasm) deploy/plugins/
 
 deploy: deploy-plugins ## Install into the current cluster (kustomize base deploy/, image IMG=registry/name:tag)
-	KUBECTL=$(KUBECTL) IMG=$(or $(IMG),workflow-operator:latest) ./scripts/deploy.sh
+	KUBECTL=$(KUBECTL) IMG=$(or $(IMG),workflow-operator:dev) ./scripts/deploy.sh
 
 undeploy: ## Remove what make deploy installed (and every WorkflowGroup and Workflow)
 	$(KUBECTL) delete -k deploy/ --ignore-not-found

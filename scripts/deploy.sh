@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Installs workflow-operator into the current cluster from the kustomize base in deploy/,
-# with the image IMG (default workflow-operator:latest) and the built-in plugins of
+# with the image IMG (default workflow-operator:dev) and the built-in plugins of
 # deploy/plugins/ (copied there by `make deploy-plugins`).
 #
 # Server-side apply: a plugin ConfigMap is larger than the 256 KiB that client-side apply's
@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KUBECTL="${KUBECTL:-kubectl}"
-IMG="${IMG:-workflow-operator:latest}"
+IMG="${IMG:-workflow-operator:dev}"
 
 # name[:tag][@digest], where a registry host may carry a port: the tag follows the last `/`.
 name="${IMG%@*}"

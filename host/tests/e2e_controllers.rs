@@ -1076,3 +1076,66 @@ fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[test]
+fn the_image_entrypoint_runs_as_the_service_account_on_the_installed_plugin_configmaps_and_the_seed_sample_completes()
+ {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-image");
+    // The image `make image` built, unpacked without a container engine.
+    let bundle = tempfile::tempdir().expect("temporary directory");
+    let out = std::process::Command::new(repo_root().join("scripts/image-rootfs.sh"))
+        .arg(bundle.path().join("bundle"))
+        .output()
+        .expect("run scripts/image-rootfs.sh");
+    assert!(
+        out.status.success(),
+        "cannot unpack the image (run `make image`): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let entrypoint = std::path::PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
+    let config: Value = serde_json::from_slice(
+        &std::fs::read(bundle.path().join("bundle/config.json")).expect("runtime config"),
+    )
+    .expect("runtime config is JSON");
+    assert_ne!(
+        config["process"]["user"]["uid"], 0,
+        "the image runs as root"
+    );
+
+    // The plugin ConfigMaps of the install, in this test's namespace.
+    let (objects, _) = rendered_install();
+    for mut cm in objects.into_iter().filter(|o| o["kind"] == "ConfigMap") {
+        cm["metadata"]["namespace"] = json!(ns);
+        let out = kubectl_with_stdin(
+            &["apply", "--server-side", "-f", "-"],
+            cm.to_string().as_bytes(),
+        );
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    let mut operator = Operator::spawn_program(&entrypoint, &ns, []);
+    operator.wait_for_log("controllers started");
+    let served = served_plugins(&mut operator);
+    for t in ["pre-check", "setup", "post-check", "at"] {
+        assert!(
+            served_digest(&served, t).is_some(),
+            "{t} is not served: {served}"
+        );
+    }
+    cluster.apply_yaml_in(
+        &ns,
+        &group_yaml(
+            "from-the-image",
+            &["pre-check", "setup", "post-check"],
+            "",
+            "",
+        ),
+    );
+    wait_group_phase(&ns, "from-the-image", "Completed", &mut operator);
+    assert_eq!(list(&ns, "pods", None).len(), 5, "one pod per step");
+}

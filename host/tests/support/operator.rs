@@ -176,10 +176,26 @@ impl Operator {
     /// Starts the operator, as the ServiceAccount of the install, with its own namespace (plugin
     /// ConfigMaps, leases) being `namespace`; does not wait for anything.
     pub fn spawn(namespace: &str, plugins: &Path, extra: &[&str]) -> Operator {
+        let plugin_dir = ["--plugin-dir".as_ref(), plugins.as_os_str()];
+        let extra = extra.iter().map(std::ffi::OsStr::new);
+        Operator::spawn_program(
+            Path::new(env!("CARGO_BIN_EXE_workflow-operator")),
+            namespace,
+            plugin_dir.into_iter().chain(extra),
+        )
+    }
+
+    /// Starts `program` (the operator binary, wherever it is) as [`Operator::spawn`] does,
+    /// with `args` after the usual ones (no plugin directory of its own).
+    pub fn spawn_program<'a>(
+        program: &Path,
+        namespace: &str,
+        args: impl IntoIterator<Item = &'a std::ffi::OsStr>,
+    ) -> Operator {
         grant_own_namespace(namespace);
         let log = log_dir().join(format!("operator-{namespace}-{}.log", now_millis()));
         let file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        let child = Command::new(program)
             .args([
                 "run",
                 "--namespace",
@@ -188,10 +204,8 @@ impl Operator {
                 namespace,
                 "--http-addr",
                 "127.0.0.1:0",
-                "--plugin-dir",
             ])
-            .arg(plugins)
-            .args(extra)
+            .args(args)
             .env("KUBECONFIG", operator_kubeconfig())
             .env("RUST_LOG", "info,workflow_operator=debug")
             .stdin(Stdio::null())
