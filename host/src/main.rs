@@ -81,6 +81,12 @@ struct RunArgs {
     /// Watch only this namespace (all namespaces when unset).
     #[arg(long, env = "WORKFLOW_NAMESPACE")]
     namespace: Option<String>,
+    /// Requests per second to the API server on average, client-side (0: no limit).
+    #[arg(long, env = "WORKFLOW_KUBE_API_QPS", default_value_t = 200)]
+    kube_api_qps: u32,
+    /// Requests the client may send at once above the average rate.
+    #[arg(long, env = "WORKFLOW_KUBE_API_BURST", default_value_t = 400)]
+    kube_api_burst: u32,
     /// Log format: `text` for people, `json` (one object per line) for log pipelines.
     #[arg(long, env = "WORKFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -165,6 +171,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         );
         let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
             .with_layer(&count_requests)
+            .with_layer(&rate_limit(args.kube_api_qps, args.kube_api_burst))
             .build();
         // The standby serves /healthz (and /plugins) too; /readyz waits for the controllers.
         tokio::spawn(http::serve(
@@ -251,6 +258,21 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// The client-side limit of API requests: `burst` requests per `burst / qps` seconds, which
+/// averages `qps` and lets `burst` go at once (client-go's token bucket, approximated by
+/// tower's fixed windows). None when `qps` is 0.
+fn rate_limit(
+    qps: u32,
+    burst: u32,
+) -> tower::util::Either<tower::limit::RateLimitLayer, tower::layer::util::Identity> {
+    let layer = (qps > 0).then(|| {
+        let burst = burst.max(1);
+        let window = std::time::Duration::from_secs_f64(f64::from(burst) / f64::from(qps));
+        tower::limit::RateLimitLayer::new(u64::from(burst), window)
+    });
+    tower::util::option_layer(layer)
 }
 
 /// Who this replica is in the leader election: its pod name in a cluster, else the host
