@@ -14,8 +14,9 @@ use tracing::{info, warn};
 
 /// How long a lease is valid after its last renewal (controller-runtime's default).
 pub const LEASE_DURATION: Duration = Duration::from_secs(15);
-/// How long before expiry the holder renews: at 10 s, controller-runtime's renew deadline.
-pub const RENEW_GRACE: Duration = Duration::from_secs(5);
+/// How often the holder renews (controller-runtime's retry period): a leader whose lease was
+/// taken learns it within this time, and a renewal may fail for 13 s before the lease expires.
+pub const RENEW_EVERY: Duration = Duration::from_secs(2);
 /// How long to wait for the lease to be released on shutdown.
 const RELEASE_TIMEOUT: Duration = Duration::from_secs(2);
 
@@ -43,7 +44,8 @@ pub async fn acquire(client: Client, config: &LeaseConfig) -> anyhow::Result<Lea
         .with_namespace(&config.namespace)
         .with_identity(&config.identity)
         .with_duration(LEASE_DURATION.as_secs())
-        .with_grace(RENEW_GRACE.as_secs())
+        // kube-lease-manager renews `grace` before expiry.
+        .with_grace((LEASE_DURATION - RENEW_EVERY).as_secs())
         .with_create_mode(LeaseCreateMode::AutoCreate)
         .with_field_manager("workflow-operator-leader-election")
         .build()

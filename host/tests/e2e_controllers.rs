@@ -697,6 +697,35 @@ fn a_standby_takes_over_when_the_leader_is_killed_mid_group_and_nothing_runs_twi
     cluster.wait_for("the new leader to be ready", TIMEOUT, || {
         standby.http_get("/readyz").0 == 200
     });
+
+    // A leader that finds the lease taken stops at once, with an error saying why.
+    let taken = serde_json::to_string(&json!({"spec": {
+        "holderIdentity": "another-replica",
+        "renewTime": jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%S%.6fZ").to_string(),
+        "leaseDurationSeconds": 3600,
+    }}))
+    .expect("patch");
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "lease",
+        "workflow-operator",
+        "--type=merge",
+        "-p",
+        &taken,
+    ]);
+    let patched = Instant::now();
+    cluster.wait_for("the leader to stop", TIMEOUT, || standby.exited());
+    eprintln!(
+        "the leader stopped {} ms after its lease was taken",
+        patched.elapsed().as_millis()
+    );
+    assert!(
+        standby.log_text().contains("lost the leader lease"),
+        "{}",
+        standby.log_text()
+    );
 }
 
 /// `kubectl apply`s `yaml` in `ns`, expecting the API server to refuse it; returns the

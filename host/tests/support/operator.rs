@@ -276,6 +276,11 @@ impl Operator {
     }
 
     /// Panics, with the log, if the process has exited.
+    /// Whether the process has ended.
+    pub fn exited(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(Some(_)))
+    }
+
     pub fn assert_running(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
             panic!("the operator exited ({status}); log: {}", self.log_text());
