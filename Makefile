@@ -8,7 +8,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster
+.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-reload
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -66,8 +66,11 @@ undeploy: ## Remove what make deploy installed (and every WorkflowGroup and Work
 demo: plugins build ## Everything on the local cluster: the seed's sample group, run to Completed
 	./scripts/demo.sh
 
-bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once
+bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once; PEER=argo: Argo side by side
 	N=$(or $(N),100) ./scripts/bench-cluster.sh
+
+bench-reload: plugins ## A plugin ConfigMap changed 10 times on the local cluster: time until each version is served
+	./scripts/bench-reload.sh
 
 bench: plugins ## Plugin call benchmarks (criterion)
 	$(CARGO) bench -p workflow-operator --features bench --bench plugin_calls
