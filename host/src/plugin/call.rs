@@ -249,8 +249,8 @@ pub(super) fn new_store(
 /// in a fresh store, mapping every failure to a [`PluginError`].
 ///
 /// The call, instantiation included, is bounded twice: guest code is interrupted at the
-/// store's epoch deadline, and the whole future is dropped when `call_timeout` has passed,
-/// which also ends a guest waiting in a host call (a WASI sleep or poll). The store is then
+/// store's epoch deadline, and a call waiting in a host call (a WASI sleep or poll) when
+/// `call_timeout` has passed is dropped, which ends the wait. The store is then
 /// only read for the plugin's output and dropped.
 fn call_in_store<P, R>(
     runtime: &RuntimeInner,
@@ -267,10 +267,11 @@ where
     R: Send,
 {
     let cfg = &runtime.config;
+    let deadline = tokio::time::Instant::now() + cfg.call_timeout;
     let mut store = new_store(runtime, tag, deadline_ticks(cfg.call_timeout));
     let store_ref = &mut store;
     let outcome = driver::block_on(&runtime.timers, async move {
-        tokio::time::timeout(cfg.call_timeout, async move {
+        driver::until(deadline, async move {
             let instance = pre
                 .instantiate_async(&mut *store_ref)
                 .await
@@ -292,7 +293,7 @@ where
         call,
         limit: cfg.call_timeout,
     };
-    let Ok(result) = outcome else {
+    let Some(result) = outcome else {
         return Err(timeout());
     };
     let memory_exhausted = store.data().limiter.memory_exhausted;

@@ -6,11 +6,14 @@
 //! the controllers, the CLI and the registry's watcher thread; the guest runs on the calling
 //! thread, and one process-wide runtime thread only drives the timers.
 
-use std::future::Future;
+use std::future::{Future, poll_fn};
+use std::pin::{Pin, pin};
 use std::sync::OnceLock;
+use std::task::Poll;
 use std::thread;
 
 use tokio::runtime::{Builder, Handle, RuntimeFlavor};
+use tokio::time::{Instant, Sleep};
 
 /// The runtime whose one worker drives the timers of WASI's sleeps and of call deadlines.
 static TIMERS: OnceLock<Result<tokio::runtime::Runtime, String>> = OnceLock::new();
@@ -56,4 +59,25 @@ where
             },
         ),
     }
+}
+
+/// `future`'s output, or `None` once `deadline` has passed while it waits.
+///
+/// The timer is armed only when the future first waits: a call that never waits in a host
+/// call (every plugin built with the SDK) costs no timer and no wake-up of the timer thread.
+/// A future that computes without waiting is stopped by the epoch deadline instead.
+pub(super) async fn until<F: Future>(deadline: Instant, future: F) -> Option<F::Output> {
+    let mut future = pin!(future);
+    let mut timer: Option<Pin<Box<Sleep>>> = None;
+    poll_fn(|cx| {
+        if let Poll::Ready(output) = future.as_mut().poll(cx) {
+            return Poll::Ready(Some(output));
+        }
+        timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)))
+            .as_mut()
+            .poll(cx)
+            .map(|()| None)
+    })
+    .await
 }
