@@ -19,6 +19,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::info;
 
 use self::plan::{PluginChoice, plan_plugin_missing, plan_workflow, plugin_choice};
@@ -61,13 +62,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
 
     let uid = workflow.uid().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut pods: Vec<Pod> = ctx
-        .pods
-        .state()
-        .iter()
-        .filter(|p| sync::controlled_by(&***p, &uid))
-        .map(|p| Pod::clone(p))
-        .collect();
+    let mut pods: Vec<Pod> = cached_pods(ctx, workflow, &old, &ns, &uid);
     // The cache may lag behind our own writes: a pod the status says was started and the cache
     // does not hold yet is asked for directly, so that only a pod really gone counts as deleted.
     for missing in unseen_pods(&old, &pods) {
@@ -120,4 +115,31 @@ fn unseen_pods(old: &WorkflowStatus, pods: &[Pod]) -> Vec<String> {
         .filter_map(|(step, _)| old.step_details.get(step)?.pod.clone())
         .filter(|name| !pods.iter().any(|p| p.metadata.name.as_ref() == Some(name)))
         .collect()
+}
+
+/// This Workflow's pods in the cache, found by their deterministic names (attempts 1 to one
+/// past what the status knows, in case the status write after a create was lost), not by
+/// scanning every pod: a reconcile costs the same with 5 pods in the cache or 50,000.
+fn cached_pods(
+    ctx: &Context,
+    workflow: &Workflow,
+    old: &WorkflowStatus,
+    ns: &str,
+    uid: &str,
+) -> Vec<Pod> {
+    let mut pods = Vec::new();
+    for step in &workflow.spec.steps {
+        let known = old.step_details.get(&step.name).map_or(0, |d| d.attempts);
+        for attempt in 1..=known.saturating_add(1) {
+            let key = ObjectRef::new(&pod::pod_name(workflow, &step.name, attempt)).within(ns);
+            if let Some(pod) = ctx
+                .pods
+                .get(&key)
+                .filter(|p| sync::controlled_by(&**p, uid))
+            {
+                pods.push(Pod::clone(&pod));
+            }
+        }
+    }
+    pods
 }

@@ -15,6 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use tracing::info;
 
 use self::plan::{
@@ -25,7 +26,7 @@ use super::error::{Error, Result};
 use super::sync;
 use crate::api::{Workflow, WorkflowGroup};
 use crate::plugin::PluginRegistry;
-use crate::render::{RenderError, render_workflow, type_params};
+use crate::render::{RenderError, render_workflow, type_params, workflow_name};
 
 /// Reconciles one WorkflowGroup.
 pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<Action> {
@@ -45,14 +46,17 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
 
     // From the watch cache: a Workflow created a moment ago may be missing yet, and creating
     // it again finds it (its name is deterministic).
-    let workflows: BTreeMap<String, ObservedWorkflow> = ctx
-        .workflows
-        .state()
+    // Looked up by their deterministic names, not by scanning every Workflow in the cache.
+    let workflows: BTreeMap<String, ObservedWorkflow> = group
+        .spec
+        .workflow_steps
         .iter()
-        .filter(|w| {
-            w.namespace().as_deref() == Some(ns.as_str()) && sync::controlled_by(&***w, &uid)
+        .filter_map(|type_name| {
+            let key = ObjectRef::new(&workflow_name(group, type_name)).within(&ns);
+            ctx.workflows.get(&key)
         })
-        .map(|w| (w.spec.type_.clone(), ObservedWorkflow::of(w)))
+        .filter(|w| sync::controlled_by(&**w, &uid))
+        .map(|w| (w.spec.type_.clone(), ObservedWorkflow::of(&w)))
         .collect();
 
     let now = Timestamp::now();
