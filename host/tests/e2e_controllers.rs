@@ -6,7 +6,6 @@
 #[path = "support/operator.rs"]
 mod operator;
 
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use operator::*;
@@ -460,18 +459,7 @@ fn a_group_name_too_long_for_a_label_value_is_refused_at_apply_with_the_reason()
     let ns = cluster.fresh_namespace("e2e-long-name");
     let name = format!("g{}", "x".repeat(76));
     let yaml = group_yaml(&name, &["pre-check"], "", "");
-    let mut child = cluster
-        .kubectl_command()
-        .args(["-n", &ns, "apply", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kubectl apply");
-    if let Some(mut stdin) = child.stdin.take() {
-        std::io::Write::write_all(&mut stdin, yaml.as_bytes()).expect("write the group");
-    }
-    let out = child.wait_with_output().expect("kubectl apply finishes");
+    let out = cluster.kubectl_with_stdin(&["-n", &ns, "apply", "-f", "-"], yaml.as_bytes());
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         !out.status.success(),
@@ -731,18 +719,7 @@ fn a_standby_takes_over_when_the_leader_is_killed_mid_group_and_nothing_runs_twi
 /// `kubectl apply`s `yaml` in `ns`, expecting the API server to refuse it; returns the
 /// refusal (stderr), after checking nothing of that kind was stored.
 fn apply_refused(ns: &str, yaml: &str, kind: &str) -> String {
-    let mut child = cluster()
-        .kubectl_command()
-        .args(["-n", ns, "apply", "-f", "-"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kubectl apply");
-    if let Some(mut stdin) = child.stdin.take() {
-        std::io::Write::write_all(&mut stdin, yaml.as_bytes()).expect("write the object");
-    }
-    let out = child.wait_with_output().expect("kubectl apply finishes");
+    let out = cluster().kubectl_with_stdin(&["-n", ns, "apply", "-f", "-"], yaml.as_bytes());
     let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
     assert!(
         !out.status.success(),
@@ -981,29 +958,6 @@ spec:
     operator.assert_running();
 }
 
-/// `kubectl <args>` with `input` on stdin, as the cluster's admin.
-fn kubectl_with_stdin(args: &[&str], input: &[u8]) -> std::process::Output {
-    use std::io::Write as _;
-    let mut child = cluster()
-        .kubectl_command()
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kubectl");
-    // Written from another thread: kubectl may fill its stdout pipe before reading all input.
-    let input = input.to_vec();
-    let writer = child.stdin.take().map(|mut stdin| {
-        std::thread::spawn(move || stdin.write_all(&input).expect("write to kubectl"))
-    });
-    let out = child.wait_with_output().expect("kubectl to finish");
-    if let Some(writer) = writer {
-        writer.join().expect("stdin writer");
-    }
-    out
-}
-
 /// The objects of the kustomize base `deploy/` as `kubectl apply -k` would send them, with the
 /// built-in plugins where `make deploy-plugins` puts them (in a copy of the base).
 fn rendered_install() -> (Vec<Value>, Vec<u8>) {
@@ -1029,7 +983,7 @@ fn rendered_install() -> (Vec<Value>, Vec<u8>) {
         .expect("copy a plugin");
     }
     let yaml = cluster().kubectl_ok(&["kustomize", &base.path().to_string_lossy()]);
-    let out = kubectl_with_stdin(
+    let out = cluster().kubectl_with_stdin(
         &["create", "--dry-run=client", "-o", "json", "-f", "-"],
         yaml.as_bytes(),
     );
@@ -1095,7 +1049,7 @@ fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_
     );
 
     // The API server accepts every object (server-side dry run: nothing is changed).
-    let out = kubectl_with_stdin(
+    let out = cluster().kubectl_with_stdin(
         &["apply", "--server-side", "--dry-run=server", "-f", "-"],
         &yaml,
     );
@@ -1136,7 +1090,7 @@ fn the_image_entrypoint_runs_as_the_service_account_on_the_installed_plugin_conf
     let (objects, _) = rendered_install();
     for mut cm in objects.into_iter().filter(|o| o["kind"] == "ConfigMap") {
         cm["metadata"]["namespace"] = json!(ns);
-        let out = kubectl_with_stdin(
+        let out = cluster.kubectl_with_stdin(
             &["apply", "--server-side", "-f", "-"],
             cm.to_string().as_bytes(),
         );

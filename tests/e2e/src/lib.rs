@@ -208,6 +208,20 @@ impl Cluster {
     }
 
     fn apply_with_args(&self, args: &[&str], yaml: &str) -> String {
+        let out = self.kubectl_with_stdin(args, yaml.as_bytes());
+        assert!(
+            out.status.success(),
+            "kubectl {args:?} failed ({}):\nstderr: {}\nmanifest:\n{yaml}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    /// Runs `kubectl <args>` with `input` on its stdin and returns its output, whatever the
+    /// exit status. The input is written from another thread: kubectl may fill its stdout
+    /// pipe before it has read all of it.
+    pub fn kubectl_with_stdin(&self, args: &[&str], input: &[u8]) -> Output {
         let mut child = self
             .kubectl_command()
             .args(args)
@@ -216,21 +230,17 @@ impl Cluster {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("could not run kubectl {args:?}: {e}"));
-        if let Some(mut stdin) = child.stdin.take() {
-            stdin
-                .write_all(yaml.as_bytes())
-                .unwrap_or_else(|e| panic!("could not write manifest to kubectl: {e}"));
-        }
+        let writer = child.stdin.take().map(|mut stdin| {
+            let input = input.to_vec();
+            std::thread::spawn(move || stdin.write_all(&input))
+        });
         let out = child
             .wait_with_output()
             .unwrap_or_else(|e| panic!("kubectl {args:?} did not finish: {e}"));
-        assert!(
-            out.status.success(),
-            "kubectl {args:?} failed ({}):\nstderr: {}\nmanifest:\n{yaml}",
-            out.status,
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).into_owned()
+        if let Some(Ok(Err(e))) = writer.map(std::thread::JoinHandle::join) {
+            panic!("could not write to kubectl {args:?}: {e}");
+        }
+        out
     }
 
     /// Polls `condition` every 250 ms until it returns true; panics with
