@@ -135,12 +135,11 @@ pub fn plan_group(
                 let message = format!("workflow {} ({t}) failed: {}", w.name, w.message);
                 return plan.finish(Phase::Failed, reason::WORKFLOW_FAILED, message);
             }
+            Some(w) if w.phase == Phase::Pending => {
+                return plan.wait(reason::RUNNING, pending_message(&w.name, t));
+            }
             Some(w) => {
-                let message = format!(
-                    "workflow {} ({t}) is {}",
-                    w.name,
-                    w.phase.as_str().to_lowercase()
-                );
+                let message = format!("workflow {} ({t}) is running", w.name);
                 return plan.wait(reason::RUNNING, message);
             }
             None if group.spec.paused => {
@@ -362,10 +361,12 @@ impl<'a> Planner<'a> {
             status: Phase::Pending,
         });
         self.status.phase = Some(Phase::Running);
+        // The words the group uses once it sees the new Workflow pending: seeing it then
+        // changes nothing, and costs no status write.
         self.condition(
             ConditionStatus::Unknown,
             reason::RUNNING,
-            &format!("starting workflow {type_name}"),
+            &pending_message(&name, type_name),
         );
         self.events.push(
             Transition::normal(
@@ -378,6 +379,11 @@ impl<'a> Planner<'a> {
         plan.create = Some(workflow);
         plan
     }
+}
+
+/// The group's condition while its Workflow `name` of type `type_name` waits to start.
+fn pending_message(name: &str, type_name: &str) -> String {
+    format!("workflow {name} ({type_name}) is pending")
 }
 
 /// What is wrong with the group's spec itself, if anything.
@@ -512,6 +518,19 @@ mod tests {
         assert_eq!(plan.status.progress.as_deref(), Some("0/3"));
         assert_eq!(plan.status.workflows[0].name, "wf-pre-check");
         assert!(plan.events.iter().any(|e| e.reason == "WorkflowCreated"));
+    }
+
+    #[test]
+    fn seeing_the_workflow_it_just_created_still_pending_changes_nothing() {
+        let mut group = sample();
+        let created = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        group.status = Some(created.status.clone());
+        let pending = observed(&[("pre-check", Phase::Pending)]);
+        let seen = plan_group(&group, &pending, &all_loaded(), now());
+        assert!(seen.create.is_none());
+        // Equal status: no write for learning what the group already said.
+        assert_eq!(seen.status, created.status);
+        assert!(seen.events.is_empty(), "{:?}", seen.events);
     }
 
     #[test]
