@@ -37,6 +37,8 @@ pub struct Context {
     pub workflows: Store<Workflow>,
     /// Every step pod the operator watches (labelled with a workflow UID).
     pub pods: Store<Pod>,
+    /// The statuses written and not yet seen in the caches.
+    pub written: super::sync::WrittenStatus,
 }
 
 impl Context {

@@ -123,6 +123,7 @@ pub async fn run(
         backoff: error::Backoff::default(),
         workflows: workflow_store.clone(),
         pods: pod_store.clone(),
+        written: sync::WrittenStatus::default(),
     });
     let controller_config = ControllerConfig::default().concurrency(8);
 

@@ -35,7 +35,6 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 }
 
 async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action> {
-    let name = workflow.name_any();
     let ns = workflow.namespace().ok_or(Error::MissingNamespace)?;
     let old = workflow.status.clone().unwrap_or_default();
     if old.phase.is_some_and(|p| p.is_finished()) {
@@ -50,7 +49,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     };
     let Some(plugin) = plugin else {
         let plan = plan_plugin_missing(workflow, &choice, Timestamp::now());
-        sync::write_status(&workflows, &name, &old, &plan.status).await?;
+        sync::write_status(ctx, &workflows, workflow, &old, &plan.status).await?;
         sync::publish_all(ctx, workflow, &plan.events).await;
         // The registry's change notification reconciles us again when plugins change.
         return Ok(Action::await_change());
@@ -90,7 +89,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         }
         info!(step = %step_name, attempt, "started step");
     }
-    sync::write_status(&workflows, &name, &old, &plan.status).await?;
+    sync::write_status(ctx, &workflows, workflow, &old, &plan.status).await?;
     sync::publish_all(ctx, workflow, &plan.events).await;
     if let Some(phase) = plan.status.phase.filter(|p| p.is_finished())
         && old.phase != Some(phase)

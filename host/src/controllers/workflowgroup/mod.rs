@@ -34,7 +34,6 @@ pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<A
 }
 
 async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action> {
-    let name = group.name_any();
     let ns = group.namespace().ok_or(Error::MissingNamespace)?;
     let old = group.status.clone().unwrap_or_default();
     if old.phase.is_some_and(|p| p.is_finished()) {
@@ -79,7 +78,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
             Err(e) => return Err(e),
         }
     }
-    sync::write_status(&groups, &name, &old, &plan.status).await?;
+    sync::write_status(ctx, &groups, group, &old, &plan.status).await?;
     sync::publish_all(ctx, group, &plan.events).await;
     if let Some(phase) = plan.status.phase.filter(|p| p.is_finished()) {
         ctx.metrics.group_finished(phase.as_str());
