@@ -1021,7 +1021,9 @@ fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_
             .is_some_and(|a| a.contains(&json!("--leader-elect"))),
         "{container}"
     );
-    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/readyz");
+    // Not /readyz, which only the leader answers: a standby must count as available, or a
+    // rollout and the PodDisruptionBudget would wait for each other for ever.
+    assert_eq!(container["readinessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
