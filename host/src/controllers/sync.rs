@@ -92,17 +92,17 @@ impl WrittenStatus {
     }
 
     /// Whether `new` is what was last written to `uid` and the cache (`old`) has not caught
-    /// up with it yet. Forgets the write once the cache shows it.
-    fn already_written(&self, uid: &str, old: u64, new: u64) -> bool {
-        let mut last = self.lock();
-        match last.get(uid) {
-            Some(&written) if written == old => {
-                last.remove(uid);
-                false
-            }
-            Some(&written) => written == new,
-            None => false,
+    /// up with it yet. Forgets the write once the cache shows it. Statuses are serialized only
+    /// while a write of `uid` is remembered, not on every reconcile.
+    fn already_written<S: Serialize>(&self, uid: &str, old: &S, new: &S) -> bool {
+        let Some(written) = self.lock().get(uid).copied() else {
+            return false;
+        };
+        if written == digest_of(old) {
+            self.lock().remove(uid);
+            return false;
         }
+        written == digest_of(new)
     }
 
     fn remember(&self, uid: &str, written: u64) {
@@ -139,12 +139,7 @@ where
     S: Serialize + PartialEq,
 {
     let uid = obj.uid().unwrap_or_default();
-    let new_digest = digest_of(new);
-    if ctx
-        .written
-        .already_written(&uid, digest_of(old), new_digest)
-        || old == new
-    {
+    if ctx.written.already_written(&uid, old, new) || old == new {
         return Ok(());
     }
     let patch = serde_json::json!({
@@ -156,7 +151,7 @@ where
     api.patch_status(&obj.name_any(), &params, &Patch::Apply(&patch))
         .await
         .map_err(Error::Kube)?;
-    ctx.written.remember(&uid, new_digest);
+    ctx.written.remember(&uid, digest_of(new));
     Ok(())
 }
 
@@ -240,23 +235,23 @@ mod tests {
     #[test]
     fn a_status_written_is_not_written_again_from_a_cache_that_has_not_seen_it() {
         let written = WrittenStatus::default();
-        let (before, after) = (digest_of(&"Pending"), digest_of(&"Running"));
+        let (before, after) = (&"Pending", &"Running");
         assert!(
             !written.already_written("uid", before, after),
             "nothing written yet"
         );
-        written.remember("uid", after);
+        written.remember("uid", digest_of(after));
         // A reconcile on the stale object plans the same status: no second write.
         assert!(written.already_written("uid", before, after));
         // It plans something else: that is written.
-        assert!(!written.already_written("uid", before, digest_of(&"Completed")));
+        assert!(!written.already_written("uid", before, &"Completed"));
     }
 
     #[test]
     fn the_memory_of_a_write_ends_when_the_cache_shows_it() {
         let written = WrittenStatus::default();
-        let (before, after) = (digest_of(&"Pending"), digest_of(&"Running"));
-        written.remember("uid", after);
+        let (before, after) = (&"Pending", &"Running");
+        written.remember("uid", digest_of(after));
         assert!(
             !written.already_written("uid", after, after),
             "the cache caught up"
