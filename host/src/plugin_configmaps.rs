@@ -66,7 +66,11 @@ pub async fn watch(
             }
         };
         match event {
-            watcher::Event::Init => listing.clear(),
+            // A re-list starts: nothing changed until it is done.
+            watcher::Event::Init => {
+                listing.clear();
+                continue;
+            }
             watcher::Event::InitApply(cm) => {
                 listing.insert(cm.name_any(), cm);
                 continue;
@@ -86,9 +90,9 @@ pub async fn watch(
             continue;
         }
         let files = plugin_files(&source.namespace, current.values());
-        let problem_registry = registry.clone();
+        let loader = registry.clone();
         let report = match tokio::task::spawn_blocking(move || {
-            problem_registry.load_source(SOURCE, files, None)
+            loader.load_source(SOURCE, files, None)
         })
         .await
         {

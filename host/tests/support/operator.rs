@@ -156,6 +156,8 @@ subjects:
 pub struct Operator {
     child: Child,
     log: PathBuf,
+    /// Its HTTP address, once read from its log.
+    addr: Option<String>,
 }
 
 impl Operator {
@@ -213,7 +215,11 @@ impl Operator {
             .stderr(file)
             .spawn()
             .expect("start the operator");
-        Operator { child, log }
+        Operator {
+            child,
+            log,
+            addr: None,
+        }
     }
 
     /// The process id.
@@ -243,6 +249,9 @@ impl Operator {
 
     /// The address of its HTTP endpoints, from its log.
     pub fn http_addr(&mut self) -> String {
+        if let Some(addr) = &self.addr {
+            return addr.clone();
+        }
         self.wait_for_log("serving /healthz");
         let log = self.log_text();
         let line = log
@@ -252,8 +261,10 @@ impl Operator {
         let addr = line
             .split_whitespace()
             .find_map(|word| word.strip_prefix("addr="))
-            .unwrap_or_else(|| panic!("no address in {line:?}"));
-        addr.to_string()
+            .unwrap_or_else(|| panic!("no address in {line:?}"))
+            .to_string();
+        self.addr = Some(addr.clone());
+        addr
     }
 
     /// GET `path` of its HTTP endpoints: the status code and the body.
