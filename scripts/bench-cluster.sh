@@ -185,10 +185,20 @@ for line in open(sys.argv[10]):
 if buckets and buckets[-1][1] > 0:
     total = buckets[-1][1]
     def quantile(q):
+        # The bucket that holds the q-quantile, and a linear estimate inside it (as
+        # Prometheus' histogram_quantile does).
+        lower, below = 0.0, 0
         for le, count in buckets:
             if count >= q * total:
-                return "over 4 s" if le == float("inf") else f"<= {le * 1000:.0f} ms"
+                if le == float("inf"):
+                    return f"over {lower:g} s"
+                estimate = lower + (le - lower) * (q * total - below) / max(count - below, 1)
+                return f"<= {le * 1000:g} ms (about {estimate * 1000:.0f} ms)"
+            lower, below = le, count
     print(f"| step start latency ({total} steps timed) | p50 {quantile(0.5)}, p99 {quantile(0.99)} |")
+errors = sum(int(m.group(1)) for line in open(sys.argv[10])
+             for m in [re.match(r'workflow_operator_reconcile_errors_total\{.*\} (\d+)', line)] if m)
+print(f"| reconcile errors | {errors} |")
 if verbs:
     per = ", ".join(f"{v} {c / steps:.2f}" for v, c in sorted(verbs.items()))
     writes = sum(c for v, c in verbs.items() if v in ("create", "update", "patch", "delete"))

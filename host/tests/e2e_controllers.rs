@@ -48,6 +48,20 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_pods_in_d
     let types: Vec<&str> = refs.iter().filter_map(|r| r["type"].as_str()).collect();
     assert_eq!(types, ["pre-check", "setup", "post-check"]);
     assert!(refs.iter().all(|r| r["status"] == "Completed"), "{refs:?}");
+    // Each finished object says so once, in the Events `kubectl describe` shows.
+    let described = cluster.kubectl_ok(&["-n", ns, "describe", "wfg", name]);
+    assert!(
+        described.contains("GroupCompleted") && described.contains("all 3 workflows completed"),
+        "kubectl describe shows no GroupCompleted event:\n{described}"
+    );
+    for r in &refs {
+        let described = cluster.kubectl_ok(&["-n", ns, "describe", "wf", text(r, "/name")]);
+        assert_eq!(
+            described.matches("WorkflowCompleted").count(),
+            1,
+            "kubectl describe shows no single WorkflowCompleted event:\n{described}"
+        );
+    }
 
     let mut previous_completion: Option<String> = None;
     for r in &refs {
@@ -178,8 +192,13 @@ fn a_failing_step_fails_its_workflow_and_the_group_and_nothing_after_it_is_creat
     );
     let described = cluster.kubectl_ok(&["-n", &ns, "describe", "wf"]);
     assert!(
-        described.contains("StepFailed"),
-        "kubectl describe shows no StepFailed event:\n{described}"
+        described.contains("StepFailed") && described.contains("WorkflowFailed"),
+        "kubectl describe shows no StepFailed and WorkflowFailed events:\n{described}"
+    );
+    let described = cluster.kubectl_ok(&["-n", &ns, "describe", "wfg", "doomed"]);
+    assert!(
+        described.contains("GroupFailed"),
+        "kubectl describe shows no GroupFailed event:\n{described}"
     );
     operator.assert_running();
 }

@@ -3,8 +3,12 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::runtime::events::{Event, Recorder};
+use k8s_openapi::api::core::v1::{ObjectReference, Pod};
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, ObjectMeta, PostParams};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::reflector::Store;
 use kube::{Client, Resource};
 use tracing::warn;
@@ -29,6 +33,8 @@ pub struct Context {
     pub client: Client,
     pub registry: PluginRegistry,
     pub recorder: Recorder,
+    /// Who publishes the Events (the recorder's reporter).
+    pub reporter: Reporter,
     pub metrics: Arc<Metrics>,
     pub config: OperatorConfig,
     /// Consecutive failures per object, for exponential retry delays.
@@ -45,6 +51,23 @@ impl Context {
     /// Publishes `transition` as a Kubernetes Event on `obj`; a failure to publish is logged,
     /// never fatal.
     pub async fn publish<K: Resource<DynamicType = ()>>(&self, obj: &K, transition: &Transition) {
+        let published = if transition.once {
+            self.create_event(obj.object_ref(&()), transition).await
+        } else {
+            self.record(obj.object_ref(&()), transition).await
+        };
+        if let Err(error) = published {
+            warn!(%error, reason = %transition.reason, "could not publish event");
+        }
+    }
+
+    /// Through the recorder, which folds a repeated event into a series and remembers every
+    /// event it published for six minutes to do so.
+    async fn record(
+        &self,
+        regarding: ObjectReference,
+        transition: &Transition,
+    ) -> kube::Result<()> {
         let event = Event {
             type_: transition.type_,
             reason: transition.reason.clone(),
@@ -56,8 +79,65 @@ impl Context {
                 .unwrap_or_else(|| "Reconcile".into()),
             secondary: None,
         };
-        if let Err(error) = self.recorder.publish(&event, &obj.object_ref(&())).await {
-            warn!(%error, reason = %transition.reason, "could not publish event");
-        }
+        self.recorder.publish(&event, &regarding).await
+    }
+
+    /// Created as the recorder creates a new event, without remembering it: an event that
+    /// happens once per object would fill the recorder's memory at scale (thousands of
+    /// finished Workflows) for a series that never comes.
+    async fn create_event(
+        &self,
+        regarding: ObjectReference,
+        transition: &Transition,
+    ) -> kube::Result<()> {
+        let now = Timestamp::now();
+        let namespace = regarding
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".into());
+        let name = format!(
+            "{}.{:x}",
+            regarding
+                .name
+                .as_deref()
+                .unwrap_or(&self.reporter.controller),
+            now.as_nanosecond()
+        );
+        let event = KubeEvent {
+            metadata: ObjectMeta {
+                name: Some(name),
+                namespace: Some(namespace.clone()),
+                ..ObjectMeta::default()
+            },
+            action: Some(
+                transition
+                    .subject
+                    .clone()
+                    .unwrap_or_else(|| "Reconcile".into()),
+            ),
+            reason: Some(transition.reason.clone()),
+            note: Some(printable(&transition.message, 1000)),
+            event_time: Some(MicroTime(now)),
+            regarding: Some(regarding),
+            reporting_controller: Some(self.reporter.controller.clone()),
+            reporting_instance: Some(
+                self.reporter
+                    .instance
+                    .clone()
+                    .unwrap_or_else(|| self.reporter.controller.clone()),
+            ),
+            type_: Some(
+                match transition.type_ {
+                    EventType::Normal => "Normal",
+                    EventType::Warning => "Warning",
+                }
+                .into(),
+            ),
+            ..KubeEvent::default()
+        };
+        Api::<KubeEvent>::namespaced(self.client.clone(), &namespace)
+            .create(&PostParams::default(), &event)
+            .await
+            .map(drop)
     }
 }

@@ -117,7 +117,8 @@ pub async fn run(
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry: registry.clone(),
-        recorder: Recorder::new(client.clone(), reporter),
+        recorder: Recorder::new(client.clone(), reporter.clone()),
+        reporter,
         metrics,
         config,
         backoff: error::Backoff::default(),

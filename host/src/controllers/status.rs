@@ -44,6 +44,9 @@ pub struct Transition {
     /// What the event is about (a step, a workflow type). Events with the same reason about
     /// different subjects stay separate instead of being counted as one series.
     pub subject: Option<String>,
+    /// It happens once in the object's life (it finished): there is no series to fold it
+    /// into, so it is created without going through the recorder's cache of recent events.
+    pub once: bool,
 }
 
 impl Transition {
@@ -54,6 +57,7 @@ impl Transition {
             reason: reason.into(),
             message: message.into(),
             subject: None,
+            once: false,
         }
     }
 
@@ -64,7 +68,14 @@ impl Transition {
             reason: reason.into(),
             message: message.into(),
             subject: None,
+            once: false,
         }
+    }
+
+    /// The same transition, happening once in the object's life.
+    pub fn once(mut self) -> Self {
+        self.once = true;
+        self
     }
 
     /// The same transition, about `subject`.

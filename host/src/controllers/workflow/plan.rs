@@ -317,7 +317,7 @@ pub fn plan_workflow(
             now,
         );
         plan.events
-            .push(Transition::warning("WorkflowFailed", message));
+            .push(Transition::warning("WorkflowFailed", message).once());
     } else if done == total {
         let message = format!("all {total} steps completed");
         finish(
@@ -328,7 +328,7 @@ pub fn plan_workflow(
             now,
         );
         plan.events
-            .push(Transition::normal("WorkflowCompleted", message));
+            .push(Transition::normal("WorkflowCompleted", message).once());
     } else {
         let (why, message) = if workflow.spec.paused {
             (

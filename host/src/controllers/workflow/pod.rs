@@ -12,7 +12,8 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateTerminated, EnvVar, Pod, PodSpec, PodStatus,
+    Container, ContainerState, ContainerStateTerminated, ContainerStatus, EnvVar, Pod, PodSpec,
+    PodStatus,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
@@ -33,21 +34,61 @@ pub const CONTAINER: &str = "step";
 /// when its watch delivered the pod finished. The start of the next step is timed from it.
 pub const ANNOTATION_OBSERVED_FINISHED: &str = "workflow.rxg456.cn/observed-finished";
 
-/// Prepares a step pod for the cache: keeps only what the Workflow controller reads (labels,
-/// owner, times, status; its spec, with the command and every target, is ours and thousands of
-/// cached pods would hold it all), and notes when a finished pod was first seen.
+/// Prepares a step pod for the cache: keeps only what the Workflow controller reads (its
+/// name, controller, step and attempt labels, times, phase, the step container's state and an
+/// unschedulable condition) and notes when a finished pod was first seen. The rest (its spec,
+/// with the command and every target, the group's labels, IPs, images, other conditions) is
+/// ours or the kubelet's, and thousands of cached pods would hold it all.
 pub fn keep_pod_evidence(pod: &mut Pod) {
-    pod.metadata.managed_fields = None;
-    pod.spec = None;
+    let meta = std::mem::take(&mut pod.metadata);
     let finished = matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
     );
-    pod.metadata.annotations = finished.then(|| {
-        BTreeMap::from([(
-            ANNOTATION_OBSERVED_FINISHED.to_string(),
-            Timestamp::now().to_string(),
-        )])
+    let mut labels = meta.labels.unwrap_or_default();
+    labels.retain(|k, _| k == LABEL_STEP || k == LABEL_ATTEMPT);
+    pod.metadata = ObjectMeta {
+        name: meta.name,
+        namespace: meta.namespace,
+        uid: meta.uid,
+        resource_version: meta.resource_version,
+        creation_timestamp: meta.creation_timestamp,
+        deletion_timestamp: meta.deletion_timestamp,
+        owner_references: meta.owner_references.map(|refs| {
+            refs.into_iter()
+                .filter(|r| r.controller == Some(true))
+                .collect()
+        }),
+        labels: Some(labels),
+        annotations: finished.then(|| {
+            BTreeMap::from([(
+                ANNOTATION_OBSERVED_FINISHED.to_string(),
+                Timestamp::now().to_string(),
+            )])
+        }),
+        ..ObjectMeta::default()
+    };
+    pod.spec = None;
+    pod.status = pod.status.take().map(|status| PodStatus {
+        phase: status.phase,
+        reason: status.reason,
+        message: status.message,
+        conditions: status.conditions.map(|cs| {
+            cs.into_iter()
+                .filter(|c| c.type_ == "PodScheduled" && c.status == "False")
+                .collect()
+        }),
+        container_statuses: status.container_statuses.map(|cs| {
+            cs.into_iter()
+                .filter(|c| c.name == CONTAINER)
+                .map(|c| ContainerStatus {
+                    name: c.name,
+                    state: c.state,
+                    ..ContainerStatus::default()
+                })
+                .collect()
+        }),
+        ..PodStatus::default()
     });
 }
 
@@ -310,13 +351,12 @@ fn duration_ms(status: Option<&PodStatus>, created: Option<Timestamp>, now: Time
 
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{
-        ContainerState, ContainerStateWaiting, ContainerStatus, PodCondition,
-    };
+    use k8s_openapi::api::core::v1::{ContainerStateWaiting, PodCondition};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
     use crate::api::WorkflowSpec;
+    use crate::controllers::sync;
 
     fn workflow() -> Workflow {
         let mut wf = Workflow::new(
@@ -541,9 +581,18 @@ mod tests {
     fn a_cached_pod_keeps_its_evidence_and_notes_when_it_was_seen_finished() {
         let wf = workflow();
         let mut running = pod(&wf, "validate-nodes", 1, "Running", PodStatus::default());
+        running.labels_mut().insert("team".into(), "infra".into());
+        running.status.as_mut().unwrap().pod_ip = Some("10.0.0.1".into());
         keep_pod_evidence(&mut running);
         assert!(running.spec.is_none() && running.metadata.annotations.is_none());
         assert_eq!(running.labels()[LABEL_STEP], "validate-nodes");
+        assert_eq!(running.labels()[LABEL_ATTEMPT], "1");
+        assert!(
+            !running.labels().contains_key("team"),
+            "a group's label is not cached"
+        );
+        assert_eq!(running.status.as_ref().unwrap().pod_ip, None);
+        assert!(sync::controlled_by(&running, &wf.uid().unwrap()));
 
         let mut done = pod(
             &wf,
@@ -560,5 +609,83 @@ mod tests {
             "{:?}",
             done.metadata.annotations
         );
+    }
+
+    #[test]
+    fn a_cached_pod_tells_the_same_about_its_attempt_as_the_pod() {
+        let wf = workflow();
+        let scheduled = PodCondition {
+            type_: "Initialized".into(),
+            status: "True".into(),
+            ..PodCondition::default()
+        };
+        let unschedulable = PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            message: Some("0/1 nodes are available".into()),
+            ..PodCondition::default()
+        };
+        let waiting = ContainerStatus {
+            name: CONTAINER.into(),
+            image: "busybox".into(),
+            state: Some(ContainerState {
+                waiting: Some(ContainerStateWaiting {
+                    reason: Some("ErrImagePull".into()),
+                    message: None,
+                }),
+                ..ContainerState::default()
+            }),
+            ..ContainerStatus::default()
+        };
+        let sidecar = ContainerStatus {
+            name: "sidecar".into(),
+            ..ContainerStatus::default()
+        };
+        let shapes = [
+            ("Succeeded", terminated_with(0, "all 3 nodes ready")),
+            (
+                "Failed",
+                terminated_with(3, "node 192.168.1.12 unreachable"),
+            ),
+            (
+                "Failed",
+                PodStatus {
+                    reason: Some("DeadlineExceeded".into()),
+                    message: Some("Pod was active longer than allowed".into()),
+                    ..PodStatus::default()
+                },
+            ),
+            (
+                "Pending",
+                PodStatus {
+                    conditions: Some(vec![scheduled, unschedulable]),
+                    ..PodStatus::default()
+                },
+            ),
+            (
+                "Pending",
+                PodStatus {
+                    container_statuses: Some(vec![sidecar, waiting]),
+                    ..PodStatus::default()
+                },
+            ),
+        ];
+        for (phase, status) in shapes {
+            let pod = pod(&wf, "check-network", 2, phase, status);
+            let mut cached = pod.clone();
+            keep_pod_evidence(&mut cached);
+            for now in [at(1001), at(2000)] {
+                let mut seen = observe_pod(&cached, 2, Some(60), now);
+                seen.observed = None;
+                assert_eq!(
+                    seen,
+                    observe_pod(&pod, 2, Some(60), now),
+                    "{phase}: {pod:?}"
+                );
+            }
+            assert_eq!(pod_attempt(&cached), Some(2));
+            assert_eq!(pod_step(&cached), Some("check-network"));
+        }
     }
 }

@@ -22,8 +22,8 @@ use crate::render::RenderError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedWorkflow {
     pub name: String,
-    /// Its phase, `Pending` until its controller says otherwise.
-    pub phase: Phase,
+    /// Its phase, once its controller has written one.
+    pub phase: Option<Phase>,
     /// Its `Succeeded` condition's message.
     pub message: String,
 }
@@ -34,7 +34,7 @@ impl ObservedWorkflow {
         let status = workflow.status.as_ref();
         ObservedWorkflow {
             name: workflow.name_any(),
-            phase: status.and_then(|s| s.phase).unwrap_or_default(),
+            phase: status.and_then(|s| s.phase),
             message: status
                 .and_then(|s| succeeded(&s.conditions))
                 .map(|c| c.message.clone())
@@ -92,13 +92,32 @@ pub fn plan_group(
     }
     let mut plan = Planner::new(group, &old, now);
     let types = &group.spec.workflow_steps;
+    // A Workflow the group created is Running in the group's eyes until its own controller
+    // says otherwise (Pending while it waits for a schedule or a plugin), so that its
+    // controller starting it costs the group no status write.
+    let recorded = |name: &str| {
+        old.workflows
+            .iter()
+            .find(|w| w.name == name)
+            .map(|w| w.status)
+    };
+    let workflows: BTreeMap<&String, (&ObservedWorkflow, Phase)> = workflows
+        .iter()
+        .map(|(t, w)| {
+            let phase = w
+                .phase
+                .or_else(|| recorded(&w.name))
+                .unwrap_or(Phase::Running);
+            (t, (w, phase))
+        })
+        .collect();
     plan.status.workflows = types
         .iter()
         .filter_map(|t| {
-            workflows.get(t).map(|w| WorkflowReference {
+            workflows.get(t).map(|(w, phase)| WorkflowReference {
                 name: w.name.clone(),
                 type_: t.clone(),
-                status: w.phase,
+                status: *phase,
             })
         })
         .collect();
@@ -111,7 +130,7 @@ pub fn plan_group(
     // Before anything starts, every type must be runnable: don't begin what cannot finish.
     // Once started, the next type is checked when its turn comes.
     let started = !workflows.is_empty();
-    let all_done = workflows.values().all(|w| w.phase == Phase::Completed);
+    let all_done = workflows.values().all(|(_, p)| *p == Phase::Completed);
     let due: Vec<&String> = if !started {
         types.iter().collect()
     } else if all_done {
@@ -130,18 +149,16 @@ pub fn plan_group(
 
     for t in types {
         match workflows.get(t) {
-            Some(w) if w.phase == Phase::Completed => continue,
-            Some(w) if w.phase == Phase::Failed => {
+            Some((_, Phase::Completed)) => continue,
+            Some((w, Phase::Failed)) => {
                 let message = format!("workflow {} ({t}) failed: {}", w.name, w.message);
                 return plan.finish(Phase::Failed, reason::WORKFLOW_FAILED, message);
             }
-            Some(w) if w.phase == Phase::Pending => {
-                return plan.wait(reason::RUNNING, pending_message(&w.name, t));
-            }
-            Some(w) => {
-                let message = format!("workflow {} ({t}) is running", w.name);
+            Some((w, Phase::Pending)) => {
+                let message = format!("workflow {} ({t}) is pending", w.name);
                 return plan.wait(reason::RUNNING, message);
             }
+            Some((w, _)) => return plan.wait(reason::RUNNING, running_message(&w.name, t)),
             None if group.spec.paused => {
                 return plan.wait(
                     reason::PAUSED,
@@ -203,7 +220,6 @@ fn not_created(
     };
     let name = workflow.name_any();
     plan.status.workflows.retain(|w| w.name != name);
-    plan.events.retain(|e| e.reason != "WorkflowCreated");
     let old = group.status.clone().unwrap_or_default();
     let mut planner = Planner::new(group, &old, now);
     planner.status = plan.status;
@@ -286,12 +302,12 @@ impl<'a> Planner<'a> {
         let (status, event) = if phase == Phase::Completed {
             (
                 ConditionStatus::True,
-                Transition::normal("GroupCompleted", message.clone()),
+                Transition::normal("GroupCompleted", message.clone()).once(),
             )
         } else {
             (
                 ConditionStatus::False,
-                Transition::warning("GroupFailed", message.clone()),
+                Transition::warning("GroupFailed", message.clone()).once(),
             )
         };
         self.condition(status, reason, &message);
@@ -358,22 +374,16 @@ impl<'a> Planner<'a> {
         self.status.workflows.push(WorkflowReference {
             name: name.clone(),
             type_: type_name.to_string(),
-            status: Phase::Pending,
+            status: Phase::Running,
         });
         self.status.phase = Some(Phase::Running);
-        // The words the group uses once it sees the new Workflow pending: seeing it then
-        // changes nothing, and costs no status write.
+        // The words the group uses once it sees the new Workflow running: seeing it then
+        // changes nothing, and costs no status write. No Event either: the status lists the
+        // Workflow, and an Event per Workflow would be one more write per Workflow.
         self.condition(
             ConditionStatus::Unknown,
             reason::RUNNING,
-            &pending_message(&name, type_name),
-        );
-        self.events.push(
-            Transition::normal(
-                "WorkflowCreated",
-                format!("created workflow {name} ({type_name})"),
-            )
-            .about(type_name),
+            &running_message(&name, type_name),
         );
         let mut plan = self.done();
         plan.create = Some(workflow);
@@ -381,9 +391,9 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// The group's condition while its Workflow `name` of type `type_name` waits to start.
-fn pending_message(name: &str, type_name: &str) -> String {
-    format!("workflow {name} ({type_name}) is pending")
+/// The group's condition while its Workflow `name` of type `type_name` runs.
+fn running_message(name: &str, type_name: &str) -> String {
+    format!("workflow {name} ({type_name}) is running")
 }
 
 /// What is wrong with the group's spec itself, if anything.
@@ -486,7 +496,7 @@ mod tests {
                     t.to_string(),
                     ObservedWorkflow {
                         name: format!("wf-{t}"),
-                        phase: *p,
+                        phase: Some(*p),
                         message: "step x failed: boom".into(),
                     },
                 )
@@ -517,20 +527,55 @@ mod tests {
         assert_eq!(plan.status.phase, Some(Phase::Running));
         assert_eq!(plan.status.progress.as_deref(), Some("0/3"));
         assert_eq!(plan.status.workflows[0].name, "wf-pre-check");
-        assert!(plan.events.iter().any(|e| e.reason == "WorkflowCreated"));
+        assert_eq!(plan.status.workflows[0].status, Phase::Running);
+        assert!(plan.events.is_empty(), "{:?}", plan.events);
     }
 
     #[test]
-    fn seeing_the_workflow_it_just_created_still_pending_changes_nothing() {
+    fn seeing_the_workflow_it_just_created_before_or_after_its_controller_starts_it_changes_nothing()
+     {
         let mut group = sample();
         let created = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         group.status = Some(created.status.clone());
-        let pending = observed(&[("pre-check", Phase::Pending)]);
-        let seen = plan_group(&group, &pending, &all_loaded(), now());
-        assert!(seen.create.is_none());
-        // Equal status: no write for learning what the group already said.
-        assert_eq!(seen.status, created.status);
-        assert!(seen.events.is_empty(), "{:?}", seen.events);
+        let mut not_started = observed(&[("pre-check", Phase::Running)]);
+        not_started.get_mut("pre-check").unwrap().phase = None;
+        for workflows in [not_started, observed(&[("pre-check", Phase::Running)])] {
+            let seen = plan_group(&group, &workflows, &all_loaded(), now());
+            assert!(seen.create.is_none());
+            // Equal status: no write for learning what the group already said.
+            assert_eq!(seen.status, created.status);
+            assert!(seen.events.is_empty(), "{:?}", seen.events);
+        }
+    }
+
+    #[test]
+    fn a_created_workflow_that_says_it_is_pending_is_shown_pending_then_running() {
+        let mut group = sample();
+        let created = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        group.status = Some(created.status);
+        let waiting = plan_group(
+            &group,
+            &observed(&[("pre-check", Phase::Pending)]),
+            &all_loaded(),
+            now(),
+        );
+        assert_eq!(waiting.status.workflows[0].status, Phase::Pending);
+        assert_eq!(
+            condition(&waiting).2,
+            "workflow wf-pre-check (pre-check) is pending"
+        );
+        group.status = Some(waiting.status);
+        let running = plan_group(
+            &group,
+            &observed(&[("pre-check", Phase::Running)]),
+            &all_loaded(),
+            now(),
+        );
+        assert_eq!(running.status.workflows[0].status, Phase::Running);
+        assert_eq!(
+            condition(&running).2,
+            "workflow wf-pre-check (pre-check) is running"
+        );
     }
 
     #[test]
@@ -647,7 +692,8 @@ mod tests {
         let plan = name_taken(&group, plan, now());
         assert!(plan.create.is_none());
         assert!(plan.status.workflows.is_empty());
-        assert!(!plan.events.iter().any(|e| e.reason == "WorkflowCreated"));
+        let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(reasons, ["TemplateFailed"]);
         let (_, reason, message) = condition(&plan);
         assert_eq!(reason, "TemplateFailed");
         assert!(message.contains("wf-pre-check already exists"), "{message}");
