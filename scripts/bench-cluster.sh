@@ -10,6 +10,7 @@
 # Workflows and step pods (exactly 3N and 5N: nothing duplicated). A figure, not a test: nothing here fails on a slow run.
 #
 #   PEER=argo N=100 scripts/bench-cluster.sh   then Argo Workflows on the same cluster, side by side
+#   OPERATOR_ARGS="--concurrent-reconciles 16" N=100 scripts/bench-cluster.sh   other operator flags
 #
 # With PEER=argo, right after ours, ../shared/peers/argo/run.sh (its build.sh builds Argo's
 # workflow-controller) measures Argo on the equivalent of the seed sample (one Workflow, a 5-task
@@ -84,8 +85,9 @@ start_operator() {
   mkdir -p "$work/plugins"
   cp "$TARGET"/plugins/*.wasm "$work/plugins/"
   port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  # shellcheck disable=SC2086 # OPERATOR_ARGS is a list of flags
   "$BIN" run --namespace "$ns" --plugin-dir "$work/plugins" --http-addr "127.0.0.1:$port" \
-    >"$work/operator-$ns.log" 2>&1 &
+    ${OPERATOR_ARGS:-} >"$work/operator-$ns.log" 2>&1 &
   operator_pid=$!
   for _ in $(seq 1 200); do
     grep -q "controllers started" "$work/operator-$ns.log" && return 0

@@ -94,6 +94,9 @@ struct RunArgs {
     /// Requests the client may send at once above the average rate.
     #[arg(long, env = "WORKFLOW_KUBE_API_BURST", default_value_t = 400)]
     kube_api_burst: u32,
+    /// Reconciles each controller runs at once (each waits mostly on the API server).
+    #[arg(long, env = "WORKFLOW_CONCURRENT_RECONCILES", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
+    concurrent_reconciles: u16,
     /// Log format: `text` for people, `json` (one object per line) for log pipelines.
     #[arg(long, env = "WORKFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -246,6 +249,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             OperatorConfig {
                 default_image: args.default_image,
                 namespace: args.namespace,
+                concurrent_reconciles: args.concurrent_reconciles,
             },
             metrics,
             readiness,

@@ -26,6 +26,8 @@ pub struct OperatorConfig {
     pub default_image: String,
     /// Watch only this namespace; all namespaces when `None`.
     pub namespace: Option<String>,
+    /// Reconciles each controller runs at once.
+    pub concurrent_reconciles: u16,
 }
 
 /// What every reconcile needs.

@@ -114,6 +114,7 @@ pub async fn run(
         .modify(workflow::pod::keep_pod_evidence)
         .reflect(pod_writer)
         .touched_objects();
+    let controller_config = ControllerConfig::default().concurrency(config.concurrent_reconciles);
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry: registry.clone(),
@@ -126,7 +127,6 @@ pub async fn run(
         pods: pod_store.clone(),
         written: sync::WrittenStatus::default(),
     });
-    let controller_config = ControllerConfig::default().concurrency(8);
 
     let ready_stores = (group_store.clone(), workflow_store.clone(), pod_store);
     tokio::spawn(async move {
