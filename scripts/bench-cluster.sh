@@ -120,7 +120,8 @@ for i in $(seq 1 "$RUNS"); do
   echo "$t1 - $t0" | bc >>"$work/sample-times"
 done
 stop_operator
-kubectl delete namespace "$ns" --wait=false >/dev/null
+# Gone before the N groups start: its pods' deletion would be load on the cluster during their run.
+kubectl delete namespace "$ns" --timeout=180s >/dev/null || say "namespace $ns is still being deleted"
 
 # --- N copies at once ----------------------------------------------------------------------
 ns="bench-n$N-$(date +%s)"
@@ -134,8 +135,19 @@ for i in range(int(sys.argv[2])):
     print("---")
     print(sample.replace("name: workflowgroup-sample", f"name: group-{i:04d}"))
 PY
+# Where the cluster itself is the limit: the API server's own request latency and each
+# component's CPU over the run, from snapshots before and after.
+cluster_snapshot() {
+  kubectl get --raw /metrics | grep '^apiserver_request_duration_seconds_\(sum\|count\)' >"$work/apiserver-$1.txt" || true
+  for c in kube-apiserver etcd kube-scheduler kube-controller-manager kwok; do
+    pid="$(cat "$STATE/pids/$c.pid" 2>/dev/null || true)"
+    [ -n "$pid" ] && [ -r "/proc/$pid/stat" ] && echo "$c $(awk '{print $14 + $15}' "/proc/$pid/stat")"
+  done >"$work/cpu-$1.txt"
+}
+cluster_snapshot before
 t0=$(date +%s.%N)
 kubectl -n "$ns" apply -f "$work/groups.yaml" >/dev/null
+t_applied=$(date +%s.%N)
 while :; do
   phases=$(kubectl -n "$ns" get workflowgroups.workflow.rxg456.cn -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
   completed=$(grep -c '^Completed$' <<<"$phases" || true)
@@ -144,6 +156,7 @@ while :; do
   sleep 0.5
 done
 t1=$(date +%s.%N)
+cluster_snapshot after
 hwm_kib=$(awk '/VmHWM/ {print $2}' "/proc/$operator_pid/status")
 ticks=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")
 hz=$(getconf CLK_TCK)
@@ -152,14 +165,14 @@ workflows=$(kubectl -n "$ns" get workflows.workflow.rxg456.cn --no-headers | wc 
 pods=$(kubectl -n "$ns" get pods --no-headers | wc -l)
 stop_operator
 
-python3 - "$work/sample-times" "$N" "$t0" "$t1" "$hwm_kib" "$ticks" "$hz" "$workflows" "$pods" "$work/metrics.txt" "$completed" "$failed" "$work/ours.json" <<'PY'
+python3 - "$work/sample-times" "$N" "$t0" "$t1" "$hwm_kib" "$ticks" "$hz" "$workflows" "$pods" "$work/metrics.txt" "$completed" "$failed" "$work/ours.json" "$t_applied" "$work" <<'PY'
 import json, re, statistics, sys
 from collections import Counter
 times = sorted(float(l) for l in open(sys.argv[1]) if l.strip())
 n = int(sys.argv[2]); t0, t1 = float(sys.argv[3]), float(sys.argv[4])
 hwm, ticks, hz = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 workflows, pods = int(sys.argv[8]), int(sys.argv[9])
-wall = t1 - t0; cpu = ticks / hz; steps = 5 * n
+wall = t1 - t0; cpu = ticks / hz; steps = 5 * n; cpu_s = cpu
 print(f"| figure | value |")
 print(f"|---|---|")
 print(f"| seed sample, apply to Completed ({len(times)} runs) | min {times[0]:.2f} s, median {statistics.median(times):.2f} s, max {times[-1]:.2f} s |")
@@ -207,6 +220,40 @@ if verbs:
     print(f"| API requests per step, by verb | {per} (writes {writes / steps:.2f}) |")
     detail = ", ".join(f"{k} {c / steps:.2f}" for k, c in sorted(by_resource.items()))
     print(f"| ... by verb and resource | {detail} |")
+
+# The cluster over the same run.
+t_applied, work = float(sys.argv[14]), sys.argv[15]
+print(f"| `kubectl apply` of the {n} groups (one request each) | {t_applied - t0:.1f} s of the {wall:.1f} s |")
+def apiserver(name):
+    sums, counts = Counter(), Counter()
+    for line in open(f"{work}/apiserver-{name}.txt"):
+        m = re.match(r'apiserver_request_duration_seconds_(sum|count)\{(.*)\} (\S+)', line)
+        if not m:
+            continue
+        l = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
+        key = (l.get("verb"), l.get("resource", "") + (f"/{l['subresource']}" if l.get("subresource") else ""))
+        (sums if m.group(1) == "sum" else counts)[key] += float(m.group(3))
+    return sums, counts
+try:
+    (s0, c0), (s1, c1) = apiserver("before"), apiserver("after")
+    rows = []
+    for key in sorted(c1, key=lambda k: -(c1[k] - c0.get(k, 0))):
+        count = c1[key] - c0.get(key, 0)
+        # APPLY: a server-side apply (our status writes) is a PATCH the API server counts apart.
+        if count >= n and key[0] in ("POST", "PATCH", "APPLY", "PUT", "DELETE"):
+            rows.append(f"{key[0]} {key[1]} {1000 * (s1[key] - s0.get(key, 0)) / count:.1f} ms ({int(count)})")
+    print(f"| API server mean latency of the writes it served in that time (count) | {', '.join(rows)} |")
+except (OSError, ZeroDivisionError):
+    pass
+def component_ticks(name):
+    try:
+        return {l.split()[0]: int(l.split()[1]) for l in open(f"{work}/cpu-{name}.txt")}
+    except OSError:
+        return {}
+before, after = component_ticks("before"), component_ticks("after")
+parts = [f"{c} {(after[c] - before[c]) / hz:.1f} s" for c in after if c in before]
+if parts:
+    print(f"| CPU in that time (2 cores: {2 * wall:.0f} CPU-s available) | operator {cpu_s:.1f} s, {', '.join(parts)} |")
 PY
 
 [ "$PEER" = argo ] || exit 0
