@@ -126,21 +126,23 @@ fn digest_of<S: Serialize>(status: &S) -> u64 {
 /// Writes `new` as the status of `obj` when it differs from `old` (and from what was last
 /// written to it, when the cache has not caught up with that write yet), by server-side apply:
 /// the status is written whole, so a field the new status leaves out (a step's message that no
-/// longer applies) disappears, which a merge patch cannot do.
+/// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote: the
+/// Events of a transition go with the write that records it, once, and not again from a
+/// reconcile that runs on a cache older than that write.
 pub async fn write_status<K, S>(
     ctx: &Context,
     api: &Api<K>,
     obj: &K,
     old: &S,
     new: &S,
-) -> Result<()>
+) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
 {
     let uid = obj.uid().unwrap_or_default();
     if ctx.written.already_written(&uid, old, new) || old == new {
-        return Ok(());
+        return Ok(false);
     }
     let patch = serde_json::json!({
         "apiVersion": K::api_version(&()),
@@ -152,7 +154,7 @@ where
         .await
         .map_err(Error::Kube)?;
     ctx.written.remember(&uid, digest_of(new));
-    Ok(())
+    Ok(true)
 }
 
 /// Publishes each of `events` on `obj`.

@@ -49,8 +49,9 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     };
     let Some(plugin) = plugin else {
         let plan = plan_plugin_missing(workflow, &choice, Timestamp::now());
-        sync::write_status(ctx, &workflows, workflow, &old, &plan.status).await?;
-        sync::publish_all(ctx, workflow, &plan.events).await;
+        if sync::write_status(ctx, &workflows, workflow, &old, &plan.status).await? {
+            sync::publish_all(ctx, workflow, &plan.events).await;
+        }
         // The registry's change notification reconciles us again when plugins change.
         return Ok(Action::await_change());
     };
@@ -89,8 +90,9 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         }
         info!(step = %step_name, attempt, "started step");
     }
-    sync::write_status(ctx, &workflows, workflow, &old, &plan.status).await?;
-    sync::publish_all(ctx, workflow, &plan.events).await;
+    if sync::write_status(ctx, &workflows, workflow, &old, &plan.status).await? {
+        sync::publish_all(ctx, workflow, &plan.events).await;
+    }
     if let Some(phase) = plan.status.phase.filter(|p| p.is_finished())
         && old.phase != Some(phase)
     {
