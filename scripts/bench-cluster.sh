@@ -172,7 +172,7 @@ times = sorted(float(l) for l in open(sys.argv[1]) if l.strip())
 n = int(sys.argv[2]); t0, t1 = float(sys.argv[3]), float(sys.argv[4])
 hwm, ticks, hz = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
 workflows, pods = int(sys.argv[8]), int(sys.argv[9])
-wall = t1 - t0; cpu = ticks / hz; steps = 5 * n; cpu_s = cpu
+wall = t1 - t0; cpu = ticks / hz; steps = 5 * n
 print(f"| figure | value |")
 print(f"|---|---|")
 print(f"| seed sample, apply to Completed ({len(times)} runs) | min {times[0]:.2f} s, median {statistics.median(times):.2f} s, max {times[-1]:.2f} s |")
@@ -253,7 +253,7 @@ def component_ticks(name):
 before, after = component_ticks("before"), component_ticks("after")
 parts = [f"{c} {(after[c] - before[c]) / hz:.1f} s" for c in after if c in before]
 if parts:
-    print(f"| CPU in that time (2 cores: {2 * wall:.0f} CPU-s available) | operator {cpu_s:.1f} s, {', '.join(parts)} |")
+    print(f"| CPU in that time (2 cores: {2 * wall:.0f} CPU-s available) | operator {cpu:.1f} s, {', '.join(parts)} |")
 PY
 
 [ "$PEER" = argo ] || exit 0

@@ -54,6 +54,14 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_pods_in_d
         described.contains("GroupCompleted") && described.contains("all 3 workflows completed"),
         "kubectl describe shows no GroupCompleted event:\n{described}"
     );
+    // ... and counts it once.
+    let (_, metrics) = operator.http_get("/metrics");
+    for (kind, count) in [("workflowgroup", 1), ("workflow", 3)] {
+        let series = format!(
+            "workflow_operator_finished_total{{kind=\"{kind}\",phase=\"Completed\"}} {count}\n"
+        );
+        assert!(metrics.contains(&series), "no {series:?} in:\n{metrics}");
+    }
     for r in &refs {
         let described = cluster.kubectl_ok(&["-n", ns, "describe", "wf", text(r, "/name")]);
         assert_eq!(

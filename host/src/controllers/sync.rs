@@ -126,16 +126,8 @@ fn digest_of<S: Serialize>(status: &S) -> u64 {
 /// Writes `new` as the status of `obj` when it differs from `old` (and from what was last
 /// written to it, when the cache has not caught up with that write yet), by server-side apply:
 /// the status is written whole, so a field the new status leaves out (a step's message that no
-/// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote: the
-/// Events of a transition go with the write that records it, once, and not again from a
-/// reconcile that runs on a cache older than that write.
-pub async fn write_status<K, S>(
-    ctx: &Context,
-    api: &Api<K>,
-    obj: &K,
-    old: &S,
-    new: &S,
-) -> Result<bool>
+/// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote.
+async fn write_status<K, S>(ctx: &Context, api: &Api<K>, obj: &K, old: &S, new: &S) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
@@ -157,15 +149,29 @@ where
     Ok(true)
 }
 
-/// Publishes each of `events` on `obj`.
-pub async fn publish_all<K: Resource<DynamicType = ()>>(
+/// Records a transition of `obj`: writes `new` as its status ([`write_status`]) and, when
+/// that wrote, publishes `events` on it. Returns whether it wrote, so that what else happens
+/// once per transition (a finished counter) happens with it, not again from a reconcile that
+/// runs on a cache older than our own write.
+pub async fn record_transition<K, S>(
     ctx: &Context,
+    api: &Api<K>,
     obj: &K,
+    old: &S,
+    new: &S,
     events: &[Transition],
-) {
-    for event in events {
-        ctx.publish(obj, event).await;
+) -> Result<bool>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    S: Serialize + PartialEq,
+{
+    let written = write_status(ctx, api, obj, old, new).await?;
+    if written {
+        for event in events {
+            ctx.publish(obj, event).await;
+        }
     }
+    Ok(written)
 }
 
 /// Runs one reconcile of `obj` in a span naming it, times it, and forgets the object's

@@ -49,9 +49,8 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     };
     let Some(plugin) = plugin else {
         let plan = plan_plugin_missing(workflow, &choice, Timestamp::now());
-        if sync::write_status(ctx, &workflows, workflow, &old, &plan.status).await? {
-            sync::publish_all(ctx, workflow, &plan.events).await;
-        }
+        sync::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+            .await?;
         // The registry's change notification reconciles us again when plugins change.
         return Ok(Action::await_change());
     };
@@ -90,12 +89,10 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         }
         info!(step = %step_name, attempt, "started step");
     }
-    if sync::write_status(ctx, &workflows, workflow, &old, &plan.status).await? {
-        sync::publish_all(ctx, workflow, &plan.events).await;
-    }
-    if let Some(phase) = plan.status.phase.filter(|p| p.is_finished())
-        && old.phase != Some(phase)
-    {
+    let written =
+        sync::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+            .await?;
+    if let Some(phase) = plan.status.phase.filter(|p| written && p.is_finished()) {
         ctx.metrics.workflow_finished(phase.as_str());
         info!(%phase, "workflow finished");
     }

@@ -78,10 +78,9 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
             Err(e) => return Err(e),
         }
     }
-    if sync::write_status(ctx, &groups, group, &old, &plan.status).await? {
-        sync::publish_all(ctx, group, &plan.events).await;
-    }
-    if let Some(phase) = plan.status.phase.filter(|p| p.is_finished()) {
+    let written =
+        sync::record_transition(ctx, &groups, group, &old, &plan.status, &plan.events).await?;
+    if let Some(phase) = plan.status.phase.filter(|p| written && p.is_finished()) {
         ctx.metrics.group_finished(phase.as_str());
         info!(%phase, "group finished");
     }
