@@ -12,7 +12,7 @@ use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WORKFLOW_TYPE, Workflow, WorkflowGroup,
     WorkflowSpec,
 };
-use crate::plugin::{self, Plugin, PluginError};
+use crate::plugin::{GroupContext, Plugin, PluginError, Target};
 
 /// Why a Workflow could not be rendered.
 #[derive(Debug, thiserror::Error)]
@@ -32,17 +32,54 @@ pub enum RenderError {
 const MAX_NAME: usize = 63;
 
 /// The plugin context for `workflow_type` in `group` at time `now` (Unix seconds).
-pub fn plugin_context(
-    group: &WorkflowGroup,
-    workflow_type: &str,
+pub fn plugin_context(group: &WorkflowGroup, workflow_type: &str, now: i64) -> GroupContext {
+    context(
+        group.name_any(),
+        group.namespace(),
+        &group.spec.cluster_name,
+        &group.spec.targets,
+        type_params(group, workflow_type),
+        now,
+    )
+}
+
+/// The plugin context for `workflow`'s steps at time `now` (Unix seconds): its group's name
+/// from its label (none for a Workflow applied by hand), its own targets and params.
+pub fn workflow_context(workflow: &Workflow, now: i64) -> GroupContext {
+    context(
+        workflow
+            .labels()
+            .get(LABEL_GROUP_NAME)
+            .cloned()
+            .unwrap_or_default(),
+        workflow.namespace(),
+        &workflow.spec.cluster_name,
+        &workflow.spec.targets,
+        workflow
+            .spec
+            .params
+            .clone()
+            .unwrap_or_else(|| serde_json::json!({})),
+        now,
+    )
+}
+
+/// The one builder of a plugin context. An object without a namespace (a group file that
+/// `plugin render` reads) is in `default`, where kubectl would put it.
+fn context(
+    group_name: String,
+    namespace: Option<String>,
+    cluster_name: &str,
+    targets: &[Target],
+    params: serde_json::Value,
     now: i64,
-) -> plugin::GroupContext {
-    plugin::GroupContext {
-        group_name: group.name_any(),
-        namespace: group.namespace().unwrap_or_else(|| "default".into()),
-        cluster_name: group.spec.cluster_name.clone(),
-        targets: group.spec.targets.clone(),
-        params: type_params(group, workflow_type),
+) -> GroupContext {
+    GroupContext {
+        group_name,
+        namespace: namespace.unwrap_or_else(|| "default".into()),
+        cluster_name: cluster_name.to_string(),
+        targets: targets.to_vec(),
+        params,
         now,
     }
 }

@@ -2,18 +2,20 @@
 //!
 //! - [`workflowgroup`] and [`workflow`]: one module each, a pure plan (`plan.rs`) beside the
 //!   reconcile that reads, calls the plan and writes (`mod.rs`).
-//! - [`sync`]: the frame around the plans (controlled children, idempotent creates, status
-//!   writes, events, the error policy, instrumentation).
-//! - [`status`]: the `Succeeded` condition, its reasons, and Events.
+//! - [`write`]: the write layer around the plans (controlled children, idempotent creates,
+//!   status writes, Events, the error policy, instrumentation).
+//! - [`status`]: the `Succeeded` condition and the transitions published as Events;
+//!   [`reason`]: every condition and Event reason.
 //! - [`context`], [`error`], [`metrics`].
 
 pub mod context;
 pub mod error;
 pub mod metrics;
+pub mod reason;
 pub mod status;
-pub mod sync;
 pub mod workflow;
 pub mod workflowgroup;
+pub mod write;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -125,7 +127,7 @@ pub async fn run(
         backoff: error::Backoff::default(),
         workflows: workflow_store.clone(),
         pods: pod_store.clone(),
-        written: sync::WrittenStatus::default(),
+        written: write::WrittenStatus::default(),
     });
 
     let ready_stores = (group_store.clone(), workflow_store.clone(), pod_store);
@@ -148,7 +150,7 @@ pub async fn run(
         .shutdown_on_signal()
         .run(
             workflowgroup::reconcile,
-            sync::error_policy::<WorkflowGroup>,
+            write::error_policy::<WorkflowGroup>,
             ctx.clone(),
         )
         .for_each(|res| async move {
@@ -161,7 +163,7 @@ pub async fn run(
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config)
         .shutdown_on_signal()
-        .run(workflow::reconcile, sync::error_policy::<Workflow>, ctx)
+        .run(workflow::reconcile, write::error_policy::<Workflow>, ctx)
         .for_each(|res| async move {
             if let Err(error) = res {
                 warn!(%error, "workflow controller");

@@ -1,39 +1,11 @@
-//! What both controllers write for people: the `Succeeded` condition, its reasons, and the
-//! transitions published as Events.
+//! What both controllers write for people: the `Succeeded` condition and the transitions
+//! published as Events (their reasons are in [`super::reason`]).
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 
 use crate::api::{CONDITION_SUCCEEDED, ConditionStatus};
-
-/// Reasons of the `Succeeded` condition (CamelCase, as the API conventions ask).
-pub mod reason {
-    /// Running: the message says how far.
-    pub const RUNNING: &str = "Running";
-    /// Completed.
-    pub const COMPLETED: &str = "Completed";
-    /// Stopped by `spec.paused`.
-    pub const PAUSED: &str = "Paused";
-    /// No plugin of a needed type (or of the pinned version) is loaded.
-    pub const PLUGIN_MISSING: &str = "PluginMissing";
-    /// A plugin could not answer now (time limit under load, no free instance); retried.
-    pub const PLUGIN_UNAVAILABLE: &str = "PluginUnavailable";
-    /// A group's params for a type, or a Workflow's params, are refused by its plugin.
-    pub const INVALID_PARAMS: &str = "InvalidParams";
-    /// The group's spec itself is wrong.
-    pub const INVALID_SPEC: &str = "InvalidSpec";
-    /// A plugin refused to template, or returned an unusable template.
-    pub const TEMPLATE_FAILED: &str = "TemplateFailed";
-    /// A Workflow of the group failed.
-    pub const WORKFLOW_FAILED: &str = "WorkflowFailed";
-    /// The workflow's step graph is invalid.
-    pub const INVALID_STEPS: &str = "InvalidSteps";
-    /// A step failed.
-    pub const STEP_FAILED: &str = "StepFailed";
-    /// A step waits for the time its plugin's gate named.
-    pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
-}
 
 /// A change a user cares about, published as an Event.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,6 +129,7 @@ pub fn truncate(s: &str, max: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::controllers::reason;
 
     fn at(second: i64) -> Timestamp {
         Timestamp::from_second(second).expect("a valid time")

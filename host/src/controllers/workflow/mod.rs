@@ -12,7 +12,6 @@ pub mod pod;
 pub mod step;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -23,15 +22,15 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::info;
 
 use self::plan::{PluginChoice, plan_plugin_missing, plan_workflow, plugin_choice};
-use self::pod::{build_pod, latest_attempts};
+use self::pod::latest_attempts;
 use super::context::Context;
 use super::error::{Error, Result};
-use super::sync;
+use super::write;
 use crate::api::{Phase, PluginRef, Workflow, WorkflowStatus};
 
 /// Reconciles one Workflow.
 pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action> {
-    sync::instrumented(&*workflow, &ctx, reconcile_workflow(&workflow, &ctx)).await
+    write::instrumented(&*workflow, &ctx, reconcile_workflow(&workflow, &ctx)).await
 }
 
 async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action> {
@@ -49,7 +48,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     };
     let Some(plugin) = plugin else {
         let plan = plan_plugin_missing(workflow, &choice, Timestamp::now());
-        sync::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
             .await?;
         // The registry's change notification reconciles us again when plugins change.
         return Ok(Action::await_change());
@@ -71,26 +70,29 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     }
     let now = Timestamp::now();
     let attempts = latest_attempts(workflow, &pods, now);
-    let plan = plan_workflow(workflow, &attempts, plugin.as_ref(), &plugin_ref, now);
+    let plan = plan_workflow(
+        workflow,
+        &attempts,
+        plugin.as_ref(),
+        &plugin_ref,
+        &ctx.config.default_image,
+        now,
+    );
 
     for pod_name in &plan.stop {
-        sync::delete(&pods_api, pod_name).await?;
+        write::delete(&pods_api, pod_name).await?;
         info!(pod = %pod_name, "stopped a step pod past its timeout");
     }
-    for (step_name, attempt) in &plan.start {
-        let Some(step) = workflow.spec.steps.iter().find(|s| &s.name == step_name) else {
-            continue;
-        };
-        let pod = build_pod(workflow, step, *attempt, &ctx.config.default_image);
-        sync::create_controlled(&pods_api, &pod, &uid).await?;
-        if let Some(since) = plan.ready_since.get(step_name) {
-            let waited = Timestamp::now().duration_since(*since);
+    for start in &plan.create {
+        write::create_controlled(&pods_api, &start.pod, &uid).await?;
+        if let Some(since) = start.ready_since {
+            let waited = Timestamp::now().duration_since(since);
             ctx.metrics.step_started(waited.unsigned_abs());
         }
-        info!(step = %step_name, attempt, "started step");
+        info!(step = %start.step, attempt = start.attempt, "started step");
     }
     let written =
-        sync::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
             .await?;
     if let Some(phase) = plan.status.phase.filter(|p| written && p.is_finished()) {
         ctx.metrics.workflow_finished(phase.as_str());
@@ -99,10 +101,9 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     if let Some(error) = plan.unavailable {
         return Err(Error::PluginUnavailable(error));
     }
-    Ok(match plan.requeue_after {
-        Some(after) => Action::requeue(after.max(Duration::from_millis(200))),
-        None => Action::await_change(),
-    })
+    Ok(plan
+        .requeue_after
+        .map_or_else(Action::await_change, Action::requeue))
 }
 
 /// Pods of running steps that the status records and `pods` does not hold.
@@ -133,7 +134,7 @@ fn cached_pods(
             if let Some(pod) = ctx
                 .pods
                 .get(&key)
-                .filter(|p| sync::controlled_by(&**p, uid))
+                .filter(|p| write::controlled_by(&**p, uid))
             {
                 pods.push(Pod::clone(&pod));
             }

@@ -8,36 +8,50 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use super::pod::pod_name;
-use super::step::{Attempt, StepJudge, StepMove, StepView, decide_step};
+use k8s_openapi::api::core::v1::Pod;
+
+use super::pod::{build_pod, pod_name};
+use super::step::{Attempt, StepDecision, StepJudge, StepView, apply_move, decide_step, fmt_time};
 use crate::api::{
-    ANNOTATION_PLUGIN_DIGEST, ConditionStatus, LABEL_GROUP_NAME, Phase, PluginRef, StepDetail,
-    Workflow, WorkflowStatus,
+    ANNOTATION_PLUGIN_DIGEST, ConditionStatus, Phase, PluginRef, Step, Workflow, WorkflowStatus,
 };
-use crate::controllers::status::{
-    Transition, reason, set_condition, succeeded, succeeded_condition,
-};
+use crate::controllers::reason;
+use crate::controllers::status::{Transition, set_condition, succeeded, succeeded_condition};
 use crate::graph::StepGraph;
 use crate::plugin::{self, PluginError, StepOutcome};
+use crate::render::workflow_context;
+
+/// The shortest wait before looking at a workflow again: a deadline or a schedule just past
+/// (clocks of the node and the operator differ a little) is not polled in a tight loop.
+const MIN_REQUEUE: Duration = Duration::from_millis(200);
 
 /// What the Workflow controller decided for one reconcile.
 #[derive(Debug, Default, PartialEq)]
 pub struct WorkflowPlan {
     /// The status to write.
     pub status: WorkflowStatus,
-    /// Attempts to start: (step, attempt).
-    pub start: Vec<(String, u32)>,
+    /// Step pods to create, in dependency order.
+    pub create: Vec<StepPod>,
     /// Events to publish.
     pub events: Vec<Transition>,
-    /// When to look again even if nothing changes (a gate's schedule).
+    /// When to look again even if nothing changes (a gate's schedule, a step's deadline).
     pub requeue_after: Option<Duration>,
     /// A plugin could not answer now: the reconcile is retried with backoff.
     pub unavailable: Option<PluginError>,
     /// Pods to delete: unfinished past their step's timeout.
     pub stop: Vec<String>,
-    /// For steps in `start`: since when they could have started (their last dependency, or
-    /// their previous attempt, seen finished), when this reconcile saw that happen.
-    pub ready_since: BTreeMap<String, Timestamp>,
+}
+
+/// A step's attempt to start: its pod.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepPod {
+    pub step: String,
+    /// From 1.
+    pub attempt: u32,
+    pub pod: Pod,
+    /// Since when it could have started (its last dependency, or its previous attempt, seen
+    /// finished), when this reconcile saw that happen; for the step start latency.
+    pub ready_since: Option<Timestamp>,
 }
 
 /// Which plugin version judges a Workflow: it is pinned for the workflow's life.
@@ -112,33 +126,15 @@ pub fn plan_plugin_missing(
     }
 }
 
-/// The context a plugin gets for `workflow`'s steps at `now`.
-fn plugin_context(workflow: &Workflow, now: Timestamp) -> plugin::GroupContext {
-    plugin::GroupContext {
-        group_name: workflow
-            .labels()
-            .get(LABEL_GROUP_NAME)
-            .cloned()
-            .unwrap_or_default(),
-        namespace: workflow.namespace().unwrap_or_default(),
-        cluster_name: workflow.spec.cluster_name.clone(),
-        targets: workflow.spec.targets.clone(),
-        params: workflow
-            .spec
-            .params
-            .clone()
-            .unwrap_or_else(|| serde_json::json!({})),
-        now: now.as_second(),
-    }
-}
-
 /// Decides what to do with `workflow`, given the latest attempt of each step, its plugin and
-/// the time.
+/// the time: a fold of one decision per step, in dependency order ([`plan_step`]), then the
+/// workflow's status from them ([`summarize`]).
 pub fn plan_workflow(
     workflow: &Workflow,
     attempts: &BTreeMap<String, Attempt>,
     judge: &dyn StepJudge,
     plugin: &PluginRef,
+    default_image: &str,
     now: Timestamp,
 ) -> WorkflowPlan {
     let old = workflow.status.clone().unwrap_or_default();
@@ -171,143 +167,190 @@ pub fn plan_workflow(
             return plan;
         }
     };
-    let by_name: BTreeMap<&str, _> = steps.iter().map(|s| (s.name.as_str(), s)).collect();
-    let ctx = plugin_context(workflow, now);
+    let ctx = workflow_context(workflow, now.as_second());
     if params_due_for_check(workflow, &old, attempts)
         && let Err(error) = judge.validate(&ctx.params)
     {
         return params_refused(workflow, plan, error, now);
     }
-    let mut phases: BTreeMap<String, Phase> = BTreeMap::new();
-    let mut details: BTreeMap<String, StepDetail> = BTreeMap::new();
-    let mut failure: Option<String> = None;
-    let mut earliest_gate: Option<i64> = None;
-    let mut earliest_deadline: Option<i64> = None;
-    // When this reconcile's observations saw each step finish Completed.
-    let mut completed_at: BTreeMap<String, Timestamp> = BTreeMap::new();
+    let by_name: BTreeMap<&str, &Step> = steps.iter().map(|s| (s.name.as_str(), s)).collect();
+    let decided = graph
+        .order()
+        .iter()
+        .filter_map(|name| by_name.get(name.as_str()))
+        .fold(Decided::default(), |mut decided, step| {
+            let deps = graph.dependencies(&step.name);
+            let decision = plan_step(workflow, step, deps, &decided, attempts, judge, &ctx);
+            decided.push(&step.name, decision);
+            decided
+        });
+    summarize(workflow, plan, decided, default_image, now)
+}
 
-    for name in graph.order() {
-        let Some(step) = by_name.get(name.as_str()) else {
-            continue;
-        };
-        let mut detail = old.step_details.get(name).cloned().unwrap_or_default();
-        if old.step_status.get(name) == Some(&Phase::Completed) {
-            // Judged before, by the same pinned plugin: no need to ask again (and a pod
-            // removed since then must not make the step run twice).
-            phases.insert(name.clone(), Phase::Completed);
-            details.insert(name.clone(), detail);
-            continue;
-        }
-        let vanished = vanished_attempt(name, &old, attempts.get(name));
-        let latest = vanished.as_ref().or_else(|| attempts.get(name));
-        if let Some(attempt) = latest.filter(|a| a.outcome.is_none()) {
-            earliest_deadline = earliest(earliest_deadline, attempt.deadline);
-        }
-        if let Some(attempt) = latest.filter(|a| a.stop) {
-            plan.stop.push(attempt.pod.clone());
-        }
-        let view = StepView {
-            step,
-            ready: graph
-                .dependencies(name)
-                .iter()
-                .all(|d| phases.get(d) == Some(&Phase::Completed)),
-            held: failure.is_some() || workflow.spec.paused,
-            latest,
-        };
-        if let Some(attempt) = latest {
-            detail.attempts = attempt.number;
-            detail.pod = Some(attempt.pod.clone());
-        }
-        let phase = match decide_step(view, judge, &ctx) {
-            StepMove::Wait => Phase::Pending,
-            StepMove::Scheduled(t) => {
-                earliest_gate = earliest(earliest_gate, Some(t));
-                detail.not_before = Timestamp::from_second(t).ok().map(Time);
-                detail.message = Some(format!("waiting for its schedule ({})", fmt_time(t)));
-                Phase::Pending
-            }
-            StepMove::Start => {
-                let deps = graph.dependencies(name);
-                let since: Option<Vec<Timestamp>> =
-                    deps.iter().map(|d| completed_at.get(d).copied()).collect();
-                if let Some(latest) = since.and_then(|t| t.into_iter().max()) {
-                    plan.ready_since.insert(name.clone(), latest);
-                }
-                plan.start.push((name.clone(), 1));
-                detail.attempts = 1;
-                detail.pod = Some(pod_name(workflow, name, 1));
-                detail.message = None;
-                // No Event for a step that starts or completes: its pod and this status say
-                // so, and an Event per step would double the API writes a step costs.
-                Phase::Running
-            }
-            StepMove::Running => Phase::Running,
-            StepMove::Completed(message) => {
-                if let Some(seen) = latest.and_then(|a| a.observed) {
-                    completed_at.insert(name.clone(), seen);
-                }
-                detail.message = (!message.is_empty()).then_some(message);
-                Phase::Completed
-            }
-            StepMove::Retry(why) => {
-                let (attempt, budget) = (detail.attempts, 1 + step.retries.unwrap_or(0));
-                let next = attempt + 1;
-                if let Some(seen) = latest.and_then(|a| a.observed) {
-                    plan.ready_since.insert(name.clone(), seen);
-                }
-                plan.start.push((name.clone(), next));
-                detail.attempts = next;
-                detail.pod = Some(pod_name(workflow, name, next));
-                detail.message = Some(format!("retrying: {why}"));
-                plan.events.push(
-                    Transition::warning(
-                        "StepRetried",
-                        format!("step {name} attempt {attempt} asked for a retry ({why}); starting attempt {next} of {budget}"),
-                    )
-                    .about(format!("{name}/{next}")),
-                );
-                Phase::Running
-            }
-            StepMove::RetryHeld(why) => {
-                detail.message = Some(format!("retry pending: {why}"));
-                Phase::Pending
-            }
-            StepMove::Failed(message) => {
-                detail.message = Some(message.clone());
-                failure.get_or_insert(message);
-                Phase::Failed
-            }
-            StepMove::Unanswered(error) => {
-                detail.message = Some(format!("waiting for its plugin: {error}"));
-                plan.unavailable.get_or_insert(error);
-                if latest.is_some() {
-                    Phase::Running
-                } else {
-                    Phase::Pending
-                }
-            }
-        };
-        phases.insert(name.clone(), phase);
-        details.insert(name.clone(), detail);
+/// The steps decided so far, in dependency order.
+#[derive(Default)]
+struct Decided<'a> {
+    steps: Vec<(&'a str, StepDecision)>,
+    index: BTreeMap<&'a str, usize>,
+}
+
+impl<'a> Decided<'a> {
+    fn push(&mut self, name: &'a str, decision: StepDecision) {
+        self.index.insert(name, self.steps.len());
+        self.steps.push((name, decision));
     }
 
-    for (name, phase) in &phases {
-        if *phase != Phase::Failed || old.step_status.get(name) == Some(phase) {
-            continue;
-        }
-        let message = details.get(name).and_then(|d| d.message.clone());
-        plan.events
-            .push(Transition::warning("StepFailed", message.unwrap_or_default()).about(name));
+    fn get(&self, name: &str) -> Option<&StepDecision> {
+        self.index.get(name).map(|i| &self.steps[*i].1)
     }
 
-    let total = phases.len();
-    let done = phases.values().filter(|p| **p == Phase::Completed).count();
-    let running = phases.values().any(|p| *p != Phase::Pending) || !plan.start.is_empty();
-    plan.status.step_status = phases;
-    plan.status.step_details = details;
-    plan.status.progress = Some(format!("{done}/{total}"));
+    /// Whether a step decided so far failed for good: nothing new may start.
+    fn failed(&self) -> bool {
+        self.steps.iter().any(|(_, d)| d.effects.failure.is_some())
+    }
+}
 
+/// The decision about one step, given the steps before it in dependency order.
+fn plan_step(
+    workflow: &Workflow,
+    step: &Step,
+    deps: &[String],
+    decided: &Decided<'_>,
+    attempts: &BTreeMap<String, Attempt>,
+    judge: &dyn StepJudge,
+    ctx: &plugin::GroupContext,
+) -> StepDecision {
+    let old = workflow.status.as_ref();
+    let name = &step.name;
+    let detail = old
+        .and_then(|s| s.step_details.get(name))
+        .cloned()
+        .unwrap_or_default();
+    let old_phase = old.and_then(|s| s.step_status.get(name));
+    if old_phase == Some(&Phase::Completed) {
+        return StepDecision::completed_before(detail);
+    }
+    let (latest, stop) = match old
+        .and_then(|s| vanished_attempt(name, s, attempts.get(name)))
+        .or_else(|| attempts.get(name).cloned())
+    {
+        Some(attempt) => {
+            let (attempt, stop) = attempt.at(ctx.now);
+            (Some(attempt), stop)
+        }
+        None => (None, false),
+    };
+    let view = StepView {
+        step,
+        ready: deps
+            .iter()
+            .all(|d| decided.get(d).is_some_and(|d| d.phase == Phase::Completed)),
+        held: decided.failed() || workflow.spec.paused,
+        latest: latest.as_ref(),
+    };
+    // Since when it could have started: when this reconcile saw its last dependency finish
+    // Completed, if it saw them all.
+    let deps_completed_at = deps
+        .iter()
+        .map(|d| decided.get(d).and_then(|d| d.effects.completed_at))
+        .collect::<Option<Vec<_>>>()
+        .and_then(|seen| seen.into_iter().max());
+    let step_move = decide_step(view, judge, ctx);
+    let mut decision = apply_move(
+        step_move,
+        &view,
+        detail,
+        &|attempt| pod_name(workflow, name, attempt),
+        deps_completed_at,
+        old_phase == Some(&Phase::Failed),
+    );
+    if stop && let Some(attempt) = &latest {
+        decision.effects.stop = Some(attempt.pod.clone());
+    }
+    decision
+}
+
+/// The workflow's status, pods and events from the decisions about its steps.
+fn summarize(
+    workflow: &Workflow,
+    mut plan: WorkflowPlan,
+    decided: Decided<'_>,
+    default_image: &str,
+    now: Timestamp,
+) -> WorkflowPlan {
+    let steps = &decided.steps;
+    let effects = || steps.iter().map(|(_, d)| &d.effects);
+    plan.create = steps
+        .iter()
+        .filter_map(|(name, d)| {
+            let attempt = d.effects.start?;
+            let step = workflow.spec.steps.iter().find(|s| s.name == *name)?;
+            Some(StepPod {
+                step: name.to_string(),
+                attempt,
+                pod: build_pod(workflow, step, attempt, default_image),
+                ready_since: d.effects.ready_since,
+            })
+        })
+        .collect();
+    plan.stop = effects().filter_map(|e| e.stop.clone()).collect();
+    plan.events = effects().filter_map(|e| e.event.clone()).collect();
+    plan.unavailable = effects().find_map(|e| e.unavailable.clone());
+    plan.requeue_after = effects().filter_map(|e| e.wake_at).min().map(|t| {
+        let wait = Duration::from_secs((t - now.as_second()).max(0).unsigned_abs());
+        wait.max(MIN_REQUEUE)
+    });
+    let state = WorkflowState {
+        failure: effects().find_map(|e| e.failure.clone()),
+        scheduled: effects().filter_map(|e| e.scheduled).min(),
+        total: steps.len(),
+        done: steps
+            .iter()
+            .filter(|(_, d)| d.phase == Phase::Completed)
+            .count(),
+        running: !plan.create.is_empty() || steps.iter().any(|(_, d)| d.phase != Phase::Pending),
+    };
+    plan.status.step_status = steps
+        .iter()
+        .map(|(name, d)| (name.to_string(), d.phase))
+        .collect();
+    plan.status.step_details = decided
+        .steps
+        .into_iter()
+        .map(|(name, d)| (name.to_string(), d.detail))
+        .collect();
+    plan.status.progress = Some(format!("{}/{}", state.done, state.total));
+    conclude(workflow, plan, state, now)
+}
+
+/// What the steps say of the workflow as a whole.
+struct WorkflowState {
+    /// The first step failure, in dependency order.
+    failure: Option<String>,
+    /// The earliest time a gate holds a step until.
+    scheduled: Option<i64>,
+    total: usize,
+    done: usize,
+    /// Whether a step started (now or before).
+    running: bool,
+}
+
+/// The workflow's phase, condition and final Event from its steps' state: Failed with the
+/// first failure, Completed when every step is, else Running or Pending with the reason it
+/// waits.
+fn conclude(
+    workflow: &Workflow,
+    mut plan: WorkflowPlan,
+    state: WorkflowState,
+    now: Timestamp,
+) -> WorkflowPlan {
+    let WorkflowState {
+        failure,
+        scheduled,
+        total,
+        done,
+        running,
+    } = state;
     if let Some(message) = failure {
         finish(
             &mut plan.status,
@@ -317,8 +360,10 @@ pub fn plan_workflow(
             now,
         );
         plan.events
-            .push(Transition::warning("WorkflowFailed", message).once());
-    } else if done == total {
+            .push(Transition::warning(reason::WORKFLOW_FAILED, message).once());
+        return plan;
+    }
+    if done == total {
         let message = format!("all {total} steps completed");
         finish(
             &mut plan.status,
@@ -328,51 +373,46 @@ pub fn plan_workflow(
             now,
         );
         plan.events
-            .push(Transition::normal("WorkflowCompleted", message).once());
+            .push(Transition::normal(reason::WORKFLOW_COMPLETED, message).once());
+        return plan;
+    }
+    let (why, message) = if workflow.spec.paused {
+        (
+            reason::PAUSED,
+            "paused: no new step starts until spec.paused is cleared".to_string(),
+        )
+    } else if let Some(error) = &plan.unavailable {
+        (
+            reason::PLUGIN_UNAVAILABLE,
+            format!("{error}; asking again shortly"),
+        )
+    } else if let (false, Some(t)) = (running, scheduled) {
+        (
+            reason::WAITING_FOR_SCHEDULE,
+            format!("waiting until {} to start", fmt_time(t)),
+        )
     } else {
-        let (why, message) = if workflow.spec.paused {
-            (
-                reason::PAUSED,
-                "paused: no new step starts until spec.paused is cleared".to_string(),
-            )
-        } else if let Some(error) = &plan.unavailable {
-            (
-                reason::PLUGIN_UNAVAILABLE,
-                format!("{error}; asking again shortly"),
-            )
-        } else if let (false, Some(t)) = (running, earliest_gate) {
-            (
-                reason::WAITING_FOR_SCHEDULE,
-                format!("waiting until {} to start", fmt_time(t)),
-            )
-        } else {
-            (reason::RUNNING, format!("{done}/{total} steps completed"))
-        };
-        if why == reason::PLUGIN_UNAVAILABLE
-            && succeeded(&old.conditions).is_none_or(|c| c.reason != why)
-        {
-            plan.events.push(Transition::warning(why, message.clone()));
-        }
-        plan.status.phase = Some(if running {
-            Phase::Running
-        } else {
-            Phase::Pending
-        });
-        set_condition(
-            &mut plan.status.conditions,
-            succeeded_condition(
-                ConditionStatus::Unknown,
-                why,
-                &message,
-                workflow.metadata.generation,
-                now,
-            ),
-        );
+        (reason::RUNNING, format!("{done}/{total} steps completed"))
+    };
+    let old_reason = succeeded(&plan.status.conditions).map(|c| c.reason.as_str());
+    if why == reason::PLUGIN_UNAVAILABLE && old_reason != Some(why) {
+        plan.events.push(Transition::warning(why, message.clone()));
     }
-    if let Some(t) = earliest(earliest_gate, earliest_deadline) {
-        let wait = (t - now.as_second()).max(0).unsigned_abs();
-        plan.requeue_after = Some(Duration::from_secs(wait));
-    }
+    plan.status.phase = Some(if running {
+        Phase::Running
+    } else {
+        Phase::Pending
+    });
+    set_condition(
+        &mut plan.status.conditions,
+        succeeded_condition(
+            ConditionStatus::Unknown,
+            why,
+            &message,
+            workflow.metadata.generation,
+            now,
+        ),
+    );
     plan
 }
 
@@ -436,13 +476,6 @@ fn params_refused(
     plan
 }
 
-fn earliest(a: Option<i64>, b: Option<i64>) -> Option<i64> {
-    match (a, b) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
-}
-
 /// The attempt whose pod is gone: the status records that attempt `n` of `step` was started
 /// (its pod is created before the status is written), its pod's name and the step Running,
 /// but no pod of attempt `n` is observed (the reconcile asks the API server for a pod its
@@ -467,7 +500,7 @@ fn vanished_attempt(
             duration_ms: 0,
         }),
         deadline: None,
-        stop: false,
+        at_deadline: None,
         observed: None,
     })
 }
@@ -487,20 +520,12 @@ fn finish(status: &mut WorkflowStatus, to: Phase, why: &str, message: &str, now:
     );
 }
 
-fn fmt_time(unix: i64) -> String {
-    Timestamp::from_second(unix)
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| {
-            format!("{unix}s after the epoch, which is no valid time: the plugin holds this step")
-        })
-}
-
 #[cfg(test)]
 mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::api::{Step, WorkflowSpec};
+    use crate::api::{StepDetail, WorkflowSpec};
     use crate::plugin::{Gate, GroupContext, Verdict};
 
     /// A plugin stand-in: gates by a fixed answer (or error) and judges by exit code (or
@@ -607,7 +632,7 @@ mod tests {
                     pod: format!("pod-{step}-{number}"),
                     outcome,
                     deadline: None,
-                    stop: false,
+                    at_deadline: None,
                     observed: None,
                 };
                 (step.to_string(), attempt)
@@ -616,7 +641,26 @@ mod tests {
     }
 
     fn plan_now(wf: &Workflow, attempts: &Attempts, judge: &Judge) -> WorkflowPlan {
-        plan_workflow(wf, attempts, judge, &plugin_ref(), now())
+        plan_workflow(wf, attempts, judge, &plugin_ref(), "busybox:1.36", now())
+    }
+
+    /// The attempts a plan starts: (step, attempt), checked against the pods it creates.
+    fn starts(plan: &WorkflowPlan) -> Vec<(String, u32)> {
+        plan.create
+            .iter()
+            .map(|start| {
+                assert_eq!(
+                    start.pod.metadata.name.as_deref(),
+                    plan.status.step_details[&start.step].pod.as_deref(),
+                    "the pod created is the one the status records"
+                );
+                assert_eq!(
+                    start.pod.labels()[crate::api::LABEL_ATTEMPT],
+                    start.attempt.to_string()
+                );
+                (start.step.clone(), start.attempt)
+            })
+            .collect()
     }
 
     fn plugin_ref() -> PluginRef {
@@ -644,7 +688,7 @@ mod tests {
     fn a_new_workflow_starts_only_the_steps_without_dependencies() {
         let wf = workflow(&[("a", &[]), ("b", &["a"]), ("c", &[])]);
         let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
-        assert_eq!(plan.start, [("a".to_string(), 1), ("c".to_string(), 1)]);
+        assert_eq!(starts(&plan), [("a".to_string(), 1), ("c".to_string(), 1)]);
         assert_eq!(plan.status.phase, Some(Phase::Running));
         assert_eq!(plan.status.step_status["b"], Phase::Pending);
         assert_eq!(plan.status.progress.as_deref(), Some("0/3"));
@@ -666,7 +710,11 @@ mod tests {
             ..Judge::new()
         };
         let plan = plan_now(&wf, &Attempts::new(), &judge);
-        assert!(plan.start.is_empty(), "no step starts: {:?}", plan.start);
+        assert!(
+            plan.create.is_empty(),
+            "no step starts: {:?}",
+            starts(&plan)
+        );
         assert_eq!(plan.status.phase, Some(Phase::Failed));
         let (status, why, message) = condition(&plan);
         assert_eq!((status, why), ("False", reason::INVALID_PARAMS));
@@ -689,7 +737,7 @@ mod tests {
             ..Judge::new()
         };
         let plan = plan_now(&wf, &Attempts::new(), &judge);
-        assert!(plan.start.is_empty());
+        assert!(plan.create.is_empty());
         assert_eq!(plan.status.phase, Some(Phase::Pending));
         assert_eq!(condition(&plan).1, reason::PLUGIN_UNAVAILABLE);
         assert!(plan.unavailable.is_some());
@@ -738,7 +786,7 @@ mod tests {
             &attempts(&[("validate-nodes", 1, Some((0, "all good")))]),
             &judge,
         );
-        assert_eq!(plan.start, [("check-network".to_string(), 1)]);
+        assert_eq!(starts(&plan), [("check-network".to_string(), 1)]);
         assert_eq!(plan.status.step_status["validate-nodes"], Phase::Completed);
         // A step starting or completing is told by the status and its pod, not by Events.
         assert!(plan.events.is_empty(), "{:?}", plan.events);
@@ -759,7 +807,7 @@ mod tests {
             &attempts(&[("validate-nodes", 1, None)]),
             &Judge::new(),
         );
-        assert!(plan.start.is_empty());
+        assert!(plan.create.is_empty());
         assert_eq!(plan.status.step_status["validate-nodes"], Phase::Running);
     }
 
@@ -785,7 +833,7 @@ mod tests {
             &attempts(&[("validate-nodes", 1, Some((3, "disk full")))]),
             &Judge::new(),
         );
-        assert!(plan.start.is_empty(), "nothing starts after a failure");
+        assert!(plan.create.is_empty(), "nothing starts after a failure");
         assert_eq!(plan.status.phase, Some(Phase::Failed));
         assert_eq!(plan.status.step_status["validate-nodes"], Phase::Failed);
         assert_eq!(plan.status.step_status["check-network"], Phase::Pending);
@@ -811,7 +859,7 @@ mod tests {
             ..Judge::new()
         };
         let plan = plan_now(&wf, &attempts(&[("flaky", 1, Some((75, "busy")))]), &judge);
-        assert_eq!(plan.start, [("flaky".to_string(), 2)]);
+        assert_eq!(starts(&plan), [("flaky".to_string(), 2)]);
         assert_eq!(plan.status.step_details["flaky"].attempts, 2);
 
         let plan = plan_now(
@@ -819,7 +867,7 @@ mod tests {
             &attempts(&[("flaky", 2, Some((75, "still busy")))]),
             &judge,
         );
-        assert!(plan.start.is_empty());
+        assert!(plan.create.is_empty());
         assert_eq!(plan.status.phase, Some(Phase::Failed));
         assert!(condition(&plan).2.contains("after 2 attempt(s)"));
     }
@@ -833,7 +881,7 @@ mod tests {
             ..Judge::new()
         };
         let plan = plan_now(&wf, &Attempts::new(), &judge);
-        assert!(plan.start.is_empty());
+        assert!(plan.create.is_empty());
         assert_eq!(plan.requeue_after, Some(Duration::from_secs(42)));
         assert_eq!(plan.status.phase, Some(Phase::Pending));
         assert_eq!(condition(&plan).1, "WaitingForSchedule");
@@ -843,7 +891,7 @@ mod tests {
             ..Judge::new()
         };
         let plan = plan_now(&wf, &Attempts::new(), &judge);
-        assert_eq!(plan.start, [("run".to_string(), 1)]);
+        assert_eq!(starts(&plan), [("run".to_string(), 1)]);
     }
 
     #[test]
@@ -854,7 +902,7 @@ mod tests {
             ..Judge::new()
         };
         let plan = plan_now(&wf, &Attempts::new(), &judge);
-        assert!(plan.start.is_empty());
+        assert!(plan.create.is_empty());
         assert_eq!(plan.unavailable, Some(timeout("gate")));
         assert_eq!(plan.status.phase, Some(Phase::Pending));
         assert_eq!(plan.status.step_status["validate-nodes"], Phase::Pending);
@@ -877,7 +925,7 @@ mod tests {
             &judge,
         );
         assert!(
-            plan.start.is_empty(),
+            plan.create.is_empty(),
             "no dependent starts on an unjudged step"
         );
         assert_eq!(plan.unavailable, Some(timeout("evaluate")));
@@ -916,7 +964,7 @@ mod tests {
         let mut wf = workflow(SEED);
         wf.spec.paused = true;
         let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
-        assert!(plan.start.is_empty());
+        assert!(plan.create.is_empty());
         assert_eq!(condition(&plan).1, "Paused");
     }
 
@@ -924,7 +972,7 @@ mod tests {
     fn a_cyclic_graph_fails_the_workflow_with_the_cycle_named() {
         let wf = workflow(&[("a", &["b"]), ("b", &["a"])]);
         let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
-        assert!(plan.start.is_empty());
+        assert!(plan.create.is_empty());
         assert_eq!(plan.status.phase, Some(Phase::Failed));
         assert_eq!(condition(&plan).1, "InvalidSteps");
         assert!(condition(&plan).2.contains("a -> b -> a"));
@@ -977,7 +1025,7 @@ mod tests {
             "evaluate was called again"
         );
         assert_eq!(again.status.step_status["validate-nodes"], Phase::Completed);
-        assert!(again.start.is_empty(), "nothing runs twice");
+        assert!(again.create.is_empty(), "nothing runs twice");
     }
 
     #[test]
@@ -987,11 +1035,11 @@ mod tests {
         // This judge asks for a retry when there is no exit code, as for a vanished pod.
         let judge = Judge::new();
         let started = plan_now(&wf, &Attempts::new(), &judge);
-        assert_eq!(started.start, [("flaky".to_string(), 1)]);
+        assert_eq!(starts(&started), [("flaky".to_string(), 1)]);
         wf.status = Some(started.status);
         // The pod of attempt 1 is gone: a failed attempt, so attempt 2 starts (not 1 again).
         let plan = plan_now(&wf, &Attempts::new(), &judge);
-        assert_eq!(plan.start, [("flaky".to_string(), 2)]);
+        assert_eq!(starts(&plan), [("flaky".to_string(), 2)]);
         assert_eq!(plan.status.step_status["flaky"], Phase::Running);
         assert!(
             judge.seen.borrow()[0].message.contains("deleted"),
@@ -1013,11 +1061,26 @@ mod tests {
 
         let mut stuck = attempts(&[("validate-nodes", 1, Some((-1, "DeadlineExceeded")))]);
         if let Some(a) = stuck.get_mut("validate-nodes") {
-            a.stop = true;
+            // Unfinished at its deadline, which has just passed.
+            a.at_deadline = a.outcome.take();
+            a.deadline = Some(now().as_second());
         }
         let plan = plan_now(&wf, &stuck, &Judge::new());
         assert_eq!(plan.stop, ["pod-validate-nodes-1".to_string()]);
         assert_eq!(plan.status.phase, Some(Phase::Failed));
+    }
+
+    #[test]
+    fn a_deadline_just_past_is_looked_at_again_after_a_short_floor_not_at_once() {
+        let wf = workflow(SEED);
+        let mut running = attempts(&[("validate-nodes", 1, None)]);
+        if let Some(a) = running.get_mut("validate-nodes") {
+            // Its deadline passed, but the pod gave no deadline evidence (no timeout known).
+            a.deadline = Some(now().as_second() - 5);
+        }
+        let plan = plan_now(&wf, &running, &Judge::new());
+        assert_eq!(plan.requeue_after, Some(MIN_REQUEUE));
+        assert!(plan.stop.is_empty());
     }
 
     #[test]
@@ -1048,10 +1111,10 @@ mod tests {
             a.observed = Some(seen);
         }
         let plan = plan_now(&wf, &done, &Judge::new());
-        assert_eq!(plan.start, [("check-network".to_string(), 1)]);
-        assert_eq!(plan.ready_since.get("check-network"), Some(&seen));
+        assert_eq!(starts(&plan), [("check-network".to_string(), 1)]);
+        assert_eq!(plan.create[0].ready_since, Some(seen));
         // A first step has nothing to wait for: it is not timed.
         let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
-        assert!(plan.ready_since.is_empty());
+        assert!(plan.create.iter().all(|start| start.ready_since.is_none()));
     }
 }

@@ -227,7 +227,9 @@ pub fn latest_attempts(
         .collect()
 }
 
-/// What one pod says about its attempt at `now`.
+/// What one pod says about its attempt at `now`: its evidence once finished; while it runs,
+/// its deadline and the evidence it gives should it still run then. Whether the deadline has
+/// passed is the plan's decision ([`Attempt::at`]).
 pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp) -> Attempt {
     let status = pod.status.as_ref();
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -238,14 +240,6 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
         .annotations()
         .get(ANNOTATION_OBSERVED_FINISHED)
         .and_then(|t| t.parse::<Timestamp>().ok());
-    let attempt = |outcome: Option<StepOutcome>, stop: bool| Attempt {
-        number,
-        pod: pod.name_any(),
-        observed: outcome.as_ref().and(observed),
-        outcome,
-        deadline: deadline.filter(|_| !stop),
-        stop,
-    };
     let finished = |succeeded: bool, message: String| {
         let terminated = terminated(status);
         let mut message = terminated
@@ -261,32 +255,42 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
             duration_ms: duration_ms(status, created, now),
         }
     };
+    let attempt = |outcome: Option<StepOutcome>| {
+        let at_deadline = match (&outcome, timeout) {
+            (None, Some(secs)) => {
+                let message = match status.and_then(waiting_reason) {
+                    Some(why) => format!("DeadlineExceeded: not finished within {secs}s ({why})"),
+                    None => format!("DeadlineExceeded: not finished within {secs}s"),
+                };
+                Some(finished(false, message))
+            }
+            _ => None,
+        };
+        Attempt {
+            number,
+            pod: pod.name_any(),
+            observed: outcome.as_ref().and(observed),
+            deadline,
+            at_deadline,
+            outcome,
+        }
+    };
     match status.and_then(|s| s.phase.as_deref()) {
-        Some("Succeeded") => return attempt(Some(finished(true, String::new())), false),
+        Some("Succeeded") => return attempt(Some(finished(true, String::new()))),
         Some("Failed") => {
             // No container evidence (a deadline, an eviction): the pod's own reason.
             let why = status
                 .map(|s| reason_and_message(s.reason.as_deref(), s.message.as_deref()))
                 .unwrap_or_default();
-            return attempt(Some(finished(false, why)), false);
+            return attempt(Some(finished(false, why)));
         }
         _ => {}
     }
     if pod.metadata.deletion_timestamp.is_some() {
         let message = "its pod was deleted before it finished".to_string();
-        return attempt(Some(finished(false, message)), false);
+        return attempt(Some(finished(false, message)));
     }
-    match (deadline, timeout) {
-        (Some(deadline), Some(secs)) if now.as_second() >= deadline => {
-            let waiting = status.and_then(waiting_reason);
-            let message = match waiting {
-                Some(why) => format!("DeadlineExceeded: not finished within {secs}s ({why})"),
-                None => format!("DeadlineExceeded: not finished within {secs}s"),
-            };
-            attempt(Some(finished(false, message)), true)
-        }
-        _ => attempt(None, false),
-    }
+    attempt(None)
 }
 
 /// The state of the step's container, once the kubelet reports it.
@@ -356,7 +360,7 @@ mod tests {
 
     use super::*;
     use crate::api::WorkflowSpec;
-    use crate::controllers::sync;
+    use crate::controllers::write;
 
     fn workflow() -> Workflow {
         let mut wf = Workflow::new(
@@ -524,13 +528,13 @@ mod tests {
             ..PodStatus::default()
         };
         let stuck = pod(&wf, "check-network", 1, "Pending", unschedulable);
-        let before = observe_pod(&stuck, 1, Some(60), at(1059));
+        let (before, stop) = observe_pod(&stuck, 1, Some(60), at(1059)).at(1059);
         assert_eq!(
-            (before.outcome, before.stop, before.deadline),
+            (before.outcome, stop, before.deadline),
             (None, false, Some(1060))
         );
-        let after = observe_pod(&stuck, 1, Some(60), at(1060));
-        assert!(after.stop);
+        let (after, stop) = observe_pod(&stuck, 1, Some(60), at(1060)).at(1060);
+        assert!(stop);
         let outcome = after.outcome.expect("failed at the deadline");
         assert_eq!(
             outcome.message,
@@ -556,9 +560,9 @@ mod tests {
             ..PodStatus::default()
         };
         let stuck = pod(&wf, "check-network", 1, "Pending", pulling);
-        let outcome = observe_pod(&stuck, 1, Some(60), at(2000))
-            .outcome
-            .expect("failed");
+        let (attempt, stop) = observe_pod(&stuck, 1, Some(60), at(2000)).at(2000);
+        assert!(stop);
+        let outcome = attempt.outcome.expect("failed");
         assert!(
             outcome.message.contains("ImagePullBackOff"),
             "{}",
@@ -592,7 +596,7 @@ mod tests {
             "a group's label is not cached"
         );
         assert_eq!(running.status.as_ref().unwrap().pod_ip, None);
-        assert!(sync::controlled_by(&running, &wf.uid().unwrap()));
+        assert!(write::controlled_by(&running, &wf.uid().unwrap()));
 
         let mut done = pod(
             &wf,

@@ -1,9 +1,13 @@
 //! One step's next move, decided from what is observed of it and what its plugin answers:
-//! one step in, one decision out, as the Job controller's `matchPodFailurePolicy` is.
+//! one step in, one decision out, as the Job controller's `matchPodFailurePolicy` is; and what
+//! that move means for the step's phase, its status detail and the workflow's plan.
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use crate::api::Step;
+use crate::api::{Phase, Step, StepDetail};
+use crate::controllers::reason;
+use crate::controllers::status::Transition;
 use crate::plugin::{self, Gate, PluginError, StepOutcome, Verdict};
 
 /// How the Workflow controller sees a plugin: the calls it makes about a workflow's params and
@@ -41,10 +45,33 @@ pub struct Attempt {
     pub outcome: Option<StepOutcome>,
     /// When it fails if still unfinished (Unix seconds), from the step's timeout.
     pub deadline: Option<i64>,
-    /// Its pod is past the deadline and unfinished: it must be deleted.
-    pub stop: bool,
+    /// Its evidence should it still be unfinished at its deadline: `DeadlineExceeded`, with
+    /// why its pod still waits (unschedulable, an image that cannot be pulled).
+    pub at_deadline: Option<StepOutcome>,
     /// When the operator's watch first delivered it finished (for the step start latency).
     pub observed: Option<Timestamp>,
+}
+
+impl Attempt {
+    /// The attempt as it stands at `now` (Unix seconds), and whether its pod must be stopped:
+    /// one still unfinished at its deadline has failed with its deadline evidence, and its pod
+    /// (unschedulable, or stuck pulling its image, so the kubelet's own deadline never fires)
+    /// is deleted.
+    pub fn at(self, now: i64) -> (Attempt, bool) {
+        let overdue = self.outcome.is_none() && self.deadline.is_some_and(|d| now >= d);
+        match self.at_deadline.clone().filter(|_| overdue) {
+            Some(evidence) => (
+                Attempt {
+                    outcome: Some(evidence),
+                    deadline: None,
+                    at_deadline: None,
+                    ..self
+                },
+                true,
+            ),
+            None => (self, false),
+        }
+    }
 }
 
 /// What the plan knows of one step when it decides it.
@@ -119,4 +146,156 @@ pub fn decide_step(
         Err(e) if e.is_transient() => StepMove::Unanswered(e),
         Err(e) => StepMove::Failed(format!("step {name}: plugin could not judge it: {e}")),
     }
+}
+
+/// What a step's move does beyond its phase and status detail: what the workflow's plan
+/// gathers from every step.
+#[derive(Debug, Default)]
+pub struct StepEffects {
+    /// The attempt to start now.
+    pub start: Option<u32>,
+    /// For a step that starts: since when it could have (its last dependency, or its previous
+    /// attempt, seen finished), when this reconcile saw that happen.
+    pub ready_since: Option<Timestamp>,
+    /// The pod of an attempt past its deadline, to delete.
+    pub stop: Option<String>,
+    /// When to look again: an unfinished attempt's deadline, or the time a gate named (Unix
+    /// seconds).
+    pub wake_at: Option<i64>,
+    /// The time its gate named, when that holds it.
+    pub scheduled: Option<i64>,
+    /// When this reconcile's observations saw it finish Completed.
+    pub completed_at: Option<Timestamp>,
+    /// It failed for good: the message names the step and why.
+    pub failure: Option<String>,
+    /// Its plugin could not answer now.
+    pub unavailable: Option<PluginError>,
+    /// What to tell people about it (a retry, a failure).
+    pub event: Option<Transition>,
+}
+
+/// A step as the plan leaves it: its phase, its status detail and its effects.
+#[derive(Debug)]
+pub struct StepDecision {
+    pub phase: Phase,
+    pub detail: StepDetail,
+    pub effects: StepEffects,
+}
+
+impl StepDecision {
+    /// A step judged Completed before (by the same pinned plugin): not asked about again, so a
+    /// pod removed since then never makes it run twice.
+    pub fn completed_before(detail: StepDetail) -> Self {
+        StepDecision {
+            phase: Phase::Completed,
+            detail,
+            effects: StepEffects::default(),
+        }
+    }
+}
+
+/// What the move of a step means: its phase, what its status detail says, and its effects.
+/// `detail` is what the status said of the step before; `pod_name` names the pod of an
+/// attempt; `deps_completed_at` is when this reconcile saw its last dependency completed (if
+/// it saw them all finish); `failed_before` whether the step was Failed already (its failure
+/// was announced then).
+pub fn apply_move(
+    step_move: StepMove,
+    view: &StepView<'_>,
+    mut detail: StepDetail,
+    pod_name: &dyn Fn(u32) -> String,
+    deps_completed_at: Option<Timestamp>,
+    failed_before: bool,
+) -> StepDecision {
+    let name = &view.step.name;
+    let latest = view.latest;
+    let mut effects = StepEffects {
+        wake_at: latest
+            .filter(|a| a.outcome.is_none())
+            .and_then(|a| a.deadline),
+        ..StepEffects::default()
+    };
+    if let Some(attempt) = latest {
+        detail.attempts = attempt.number;
+        detail.pod = Some(attempt.pod.clone());
+    }
+    let phase = match step_move {
+        StepMove::Wait => Phase::Pending,
+        StepMove::Scheduled(t) => {
+            effects.scheduled = Some(t);
+            effects.wake_at = Some(effects.wake_at.map_or(t, |d| d.min(t)));
+            detail.not_before = Timestamp::from_second(t).ok().map(Time);
+            detail.message = Some(format!("waiting for its schedule ({})", fmt_time(t)));
+            Phase::Pending
+        }
+        StepMove::Start => {
+            effects.start = Some(1);
+            effects.ready_since = deps_completed_at;
+            detail.attempts = 1;
+            detail.pod = Some(pod_name(1));
+            detail.message = None;
+            // No Event for a step that starts or completes: its pod and this status say so,
+            // and an Event per step would double the API writes a step costs.
+            Phase::Running
+        }
+        StepMove::Running => Phase::Running,
+        StepMove::Completed(message) => {
+            effects.completed_at = latest.and_then(|a| a.observed);
+            detail.message = (!message.is_empty()).then_some(message);
+            Phase::Completed
+        }
+        StepMove::Retry(why) => {
+            let (attempt, budget) = (detail.attempts, 1 + view.step.retries.unwrap_or(0));
+            let next = attempt + 1;
+            effects.start = Some(next);
+            effects.ready_since = latest.and_then(|a| a.observed);
+            detail.attempts = next;
+            detail.pod = Some(pod_name(next));
+            detail.message = Some(format!("retrying: {why}"));
+            effects.event = Some(
+                Transition::warning(
+                    reason::STEP_RETRIED,
+                    format!("step {name} attempt {attempt} asked for a retry ({why}); starting attempt {next} of {budget}"),
+                )
+                .about(format!("{name}/{next}")),
+            );
+            Phase::Running
+        }
+        StepMove::RetryHeld(why) => {
+            detail.message = Some(format!("retry pending: {why}"));
+            Phase::Pending
+        }
+        StepMove::Failed(message) => {
+            detail.message = Some(message.clone());
+            if !failed_before {
+                effects.event =
+                    Some(Transition::warning(reason::STEP_FAILED, message.clone()).about(name));
+            }
+            effects.failure = Some(message);
+            Phase::Failed
+        }
+        StepMove::Unanswered(error) => {
+            detail.message = Some(format!("waiting for its plugin: {error}"));
+            effects.unavailable = Some(error);
+            if latest.is_some() {
+                Phase::Running
+            } else {
+                Phase::Pending
+            }
+        }
+    };
+    StepDecision {
+        phase,
+        detail,
+        effects,
+    }
+}
+
+/// A time a gate named, as people read it.
+pub fn fmt_time(unix: i64) -> String {
+    Timestamp::from_second(unix)
+        .map(|t| t.to_string())
+        .unwrap_or_else(|_| {
+            format!("{unix}s after the epoch, which is no valid time: the plugin holds this step")
+        })
 }

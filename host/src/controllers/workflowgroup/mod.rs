@@ -23,22 +23,19 @@ use self::plan::{
 };
 use super::context::Context;
 use super::error::{Error, Result};
-use super::sync;
+use super::write;
 use crate::api::{Workflow, WorkflowGroup};
 use crate::plugin::PluginRegistry;
 use crate::render::{RenderError, render_workflow, type_params, workflow_name};
 
 /// Reconciles one WorkflowGroup.
 pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<Action> {
-    sync::instrumented(&*group, &ctx, reconcile_group(&group, &ctx)).await
+    write::instrumented(&*group, &ctx, reconcile_group(&group, &ctx)).await
 }
 
 async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action> {
     let ns = group.namespace().ok_or(Error::MissingNamespace)?;
     let old = group.status.clone().unwrap_or_default();
-    if old.phase.is_some_and(|p| p.is_finished()) {
-        return Ok(Action::await_change());
-    }
     let groups: Api<WorkflowGroup> = Api::namespaced(ctx.client.clone(), &ns);
     let workflows_api: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
     let uid = group.uid().unwrap_or_default();
@@ -54,7 +51,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
             let key = ObjectRef::new(&workflow_name(group, type_name)).within(&ns);
             ctx.workflows.get(&key)
         })
-        .filter(|w| sync::controlled_by(&**w, &uid))
+        .filter(|w| write::controlled_by(&**w, &uid))
         .map(|w| (w.spec.type_.clone(), ObservedWorkflow::of(&w)))
         .collect();
 
@@ -67,7 +64,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     let mut plan = plan_group(group, &workflows, &plugins, now);
 
     if let Some(workflow) = &plan.create {
-        match sync::create_controlled(&workflows_api, workflow, &uid).await {
+        match write::create_controlled(&workflows_api, workflow, &uid).await {
             Ok(()) => {
                 info!(workflow = %workflow.name_any(), type_name = %workflow.spec.type_, "created workflow");
             }
@@ -79,7 +76,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         }
     }
     let written =
-        sync::record_transition(ctx, &groups, group, &old, &plan.status, &plan.events).await?;
+        write::record_transition(ctx, &groups, group, &old, &plan.status, &plan.events).await?;
     if let Some(phase) = plan.status.phase.filter(|p| written && p.is_finished()) {
         ctx.metrics.group_finished(phase.as_str());
         info!(%phase, "group finished");

@@ -11,9 +11,8 @@ use kube::ResourceExt;
 use crate::api::{
     ConditionStatus, Phase, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
 };
-use crate::controllers::status::{
-    Transition, reason, set_condition, succeeded, succeeded_condition,
-};
+use crate::controllers::reason;
+use crate::controllers::status::{Transition, set_condition, succeeded, succeeded_condition};
 use crate::graph::check_dns_label;
 use crate::plugin::PluginError;
 use crate::render::RenderError;
@@ -302,12 +301,12 @@ impl<'a> Planner<'a> {
         let (status, event) = if phase == Phase::Completed {
             (
                 ConditionStatus::True,
-                Transition::normal("GroupCompleted", message.clone()).once(),
+                Transition::normal(reason::GROUP_COMPLETED, message.clone()).once(),
             )
         } else {
             (
                 ConditionStatus::False,
-                Transition::warning("GroupFailed", message.clone()).once(),
+                Transition::warning(reason::GROUP_FAILED, message.clone()).once(),
             )
         };
         self.condition(status, reason, &message);

@@ -1,16 +1,21 @@
-//! The frame both controllers share around their pure plans: tell the children an object
-//! controls (read from the watch caches, never listed), create children idempotently, delete,
-//! write status only when it changed, publish the plan's events, and handle a failed reconcile
-//! (log, count, back off). Each reconcile runs in a tracing span naming its object and is
-//! timed.
+//! The write layer both controllers share around their pure plans: tell the children an
+//! object controls (read from the watch caches, never listed), create children idempotently,
+//! delete, write status only when it changed, publish the plan's events, and handle a failed
+//! reconcile (log, count, back off). Each reconcile runs in a tracing span naming its object
+//! and is timed. Every API write a reconcile makes goes through here.
 
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Instant;
 
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::api::events::v1::Event as KubeEvent;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use k8s_openapi::jiff::Timestamp;
+use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
@@ -168,10 +173,110 @@ where
     let written = write_status(ctx, api, obj, old, new).await?;
     if written {
         for event in events {
-            ctx.publish(obj, event).await;
+            publish(ctx, obj, event).await;
         }
     }
     Ok(written)
+}
+
+/// Publishes `transition` as a Kubernetes Event on `obj`; a failure to publish is logged,
+/// never fatal.
+pub async fn publish<K: Resource<DynamicType = ()>>(
+    ctx: &Context,
+    obj: &K,
+    transition: &Transition,
+) {
+    let published = if transition.once {
+        create_event(ctx, obj.object_ref(&()), transition).await
+    } else {
+        record_event(ctx, obj.object_ref(&()), transition).await
+    };
+    if let Err(error) = published {
+        warn!(%error, reason = %transition.reason, "could not publish event");
+    }
+}
+
+/// The text of an Event's note: plugin text escaped and cut to what `kubectl describe` shows.
+fn event_note(transition: &Transition) -> String {
+    printable(&transition.message, 1000)
+}
+
+/// What an Event is about within its object: its subject, else the reconcile. The recorder
+/// folds events of one object, reason and action into a series.
+fn event_action(transition: &Transition) -> String {
+    transition
+        .subject
+        .clone()
+        .unwrap_or_else(|| "Reconcile".into())
+}
+
+/// Through the recorder, which folds a repeated event into a series and remembers every
+/// event it published for six minutes to do so.
+async fn record_event(
+    ctx: &Context,
+    regarding: ObjectReference,
+    transition: &Transition,
+) -> kube::Result<()> {
+    let event = Event {
+        type_: transition.type_,
+        reason: transition.reason.clone(),
+        note: Some(event_note(transition)),
+        action: event_action(transition),
+        secondary: None,
+    };
+    ctx.recorder.publish(&event, &regarding).await
+}
+
+/// Created as the recorder creates a new event, without remembering it: an event that
+/// happens once per object would fill the recorder's memory at scale (thousands of finished
+/// Workflows) for a series that never comes.
+async fn create_event(
+    ctx: &Context,
+    regarding: ObjectReference,
+    transition: &Transition,
+) -> kube::Result<()> {
+    let now = Timestamp::now();
+    let reporter = &ctx.reporter;
+    let namespace = regarding
+        .namespace
+        .clone()
+        .unwrap_or_else(|| "default".into());
+    let name = format!(
+        "{}.{:x}",
+        regarding.name.as_deref().unwrap_or(&reporter.controller),
+        now.as_nanosecond()
+    );
+    let event = KubeEvent {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: Some(namespace.clone()),
+            ..ObjectMeta::default()
+        },
+        action: Some(event_action(transition)),
+        reason: Some(transition.reason.clone()),
+        note: Some(event_note(transition)),
+        event_time: Some(MicroTime(now)),
+        regarding: Some(regarding),
+        reporting_controller: Some(reporter.controller.clone()),
+        reporting_instance: Some(
+            reporter
+                .instance
+                .clone()
+                .unwrap_or_else(|| reporter.controller.clone()),
+        ),
+        type_: Some(
+            match transition.type_ {
+                EventType::Normal => "Normal",
+                EventType::Warning => "Warning",
+            }
+            .into(),
+        ),
+        ..KubeEvent::default()
+    };
+    Api::<KubeEvent>::namespaced(ctx.client.clone(), &namespace)
+        .create(&PostParams::default(), &event)
+        .await
+        .map(drop)
 }
 
 /// Runs one reconcile of `obj` in a span naming it, times it, and forgets the object's

@@ -1,0 +1,45 @@
+//! Every reason the operator gives people, in one place: the reasons of the `Succeeded`
+//! condition and of the Events it publishes (CamelCase, as the API conventions ask). Several
+//! are both: a step that fails is the `StepFailed` reason of the Workflow's condition and of
+//! the Warning Event about it.
+
+// Reasons of the `Succeeded` condition (most are also the reason of the Event that announces
+// the change).
+
+/// Running: the message says how far.
+pub const RUNNING: &str = "Running";
+/// Completed.
+pub const COMPLETED: &str = "Completed";
+/// Stopped by `spec.paused`.
+pub const PAUSED: &str = "Paused";
+/// No plugin of a needed type (or of the pinned version) is loaded.
+pub const PLUGIN_MISSING: &str = "PluginMissing";
+/// A plugin could not answer now (time limit under load, no free instance); retried.
+pub const PLUGIN_UNAVAILABLE: &str = "PluginUnavailable";
+/// A group's params for a type, or a Workflow's params, are refused by its plugin.
+pub const INVALID_PARAMS: &str = "InvalidParams";
+/// The group's spec itself is wrong.
+pub const INVALID_SPEC: &str = "InvalidSpec";
+/// A plugin refused to template, or returned an unusable template.
+pub const TEMPLATE_FAILED: &str = "TemplateFailed";
+/// A Workflow of the group failed.
+pub const WORKFLOW_FAILED: &str = "WorkflowFailed";
+/// The workflow's step graph is invalid.
+pub const INVALID_STEPS: &str = "InvalidSteps";
+/// A step failed (also the Warning Event about that step).
+pub const STEP_FAILED: &str = "StepFailed";
+/// A step waits for the time its plugin's gate named.
+pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
+
+// Reasons of Events only.
+
+/// A step's attempt asked for a retry and the next attempt started.
+pub const STEP_RETRIED: &str = "StepRetried";
+/// A Workflow completed (once in its life).
+pub const WORKFLOW_COMPLETED: &str = "WorkflowCompleted";
+/// A group completed (once in its life).
+pub const GROUP_COMPLETED: &str = "GroupCompleted";
+/// A group failed (once in its life).
+pub const GROUP_FAILED: &str = "GroupFailed";
+/// A plugin ConfigMap's entry cannot be used (on that ConfigMap).
+pub const PLUGIN_INVALID: &str = "PluginInvalid";
