@@ -6,8 +6,7 @@
 //! the kubelet's sync period (60 to 90 s). One ConfigMap per plugin keeps each under the
 //! API server's 1 MiB limit; several entries in one ConfigMap work as well.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::PathBuf;
+use std::collections::BTreeMap;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -17,7 +16,7 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::controllers::status::printable;
-use crate::plugin::{LoadProblem, PluginRegistry, SourceFile};
+use crate::plugin::{LoadProblem, Origin, PluginError, PluginRegistry, SourceFile};
 
 /// The label that marks a ConfigMap as holding plugins (any value).
 pub const PLUGIN_LABEL: &str = "workflow.rxg456.cn/plugin";
@@ -55,7 +54,7 @@ pub async fn watch(
     let mut current: BTreeMap<String, ConfigMap> = BTreeMap::new();
     let mut synced = false;
     let mut loaded = Some(loaded);
-    let mut reported: BTreeSet<(PathBuf, String)> = BTreeSet::new();
+    let mut reported: Vec<LoadProblem> = Vec::new();
     info!(namespace = %source.namespace, selector = %source.selector, "watching plugin ConfigMaps");
     while let Some(event) = events.next().await {
         let event = match event {
@@ -122,7 +121,7 @@ pub async fn watch(
     }
 }
 
-/// The `*.wasm` entries of `configmaps`, named `configmap/<namespace>/<name>/<key>`.
+/// The `*.wasm` entries of `configmaps`, each with its [`Origin::ConfigMap`].
 fn plugin_files<'a>(
     namespace: &str,
     configmaps: impl Iterator<Item = &'a ConfigMap>,
@@ -142,19 +141,17 @@ fn plugin_files<'a>(
                 text.filter(|(key, _)| key.ends_with(".wasm"))
                     .map(|(key, _)| SourceFile {
                         origin: origin(namespace, &name, key),
-                        bytes: Err(format!(
-                            "{key} is in the ConfigMap's data, where only UTF-8 text fits; \
-                             create it with `kubectl create configmap --from-file` so it lands in binaryData"
-                        )),
+                        bytes: Err(PluginError::NotBinaryData { key: key.clone() }),
                     }),
             )
             .collect();
         if entries.is_empty() {
             entries.push(SourceFile {
                 origin: origin(namespace, &name, "*.wasm"),
-                bytes: Err(format!(
-                    "ConfigMap {namespace}/{name} has the plugin label but no *.wasm entry"
-                )),
+                bytes: Err(PluginError::NoPluginEntry {
+                    namespace: namespace.to_string(),
+                    name: name.clone(),
+                }),
             });
         }
         files.append(&mut entries);
@@ -162,19 +159,24 @@ fn plugin_files<'a>(
     files
 }
 
-fn origin(namespace: &str, name: &str, key: &str) -> PathBuf {
-    PathBuf::from(format!("configmap/{namespace}/{name}/{key}"))
+fn origin(namespace: &str, name: &str, key: &str) -> Origin {
+    Origin::ConfigMap {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        key: key.to_string(),
+    }
 }
 
-/// The ConfigMap name an origin of [`plugin_files`] points at, in `namespace`.
-fn configmap_of<'a>(namespace: &str, problem: &'a LoadProblem) -> Option<&'a str> {
-    let rest = problem
-        .file
-        .to_str()?
-        .strip_prefix("configmap/")?
-        .strip_prefix(namespace)?
-        .strip_prefix('/')?;
-    rest.split('/').next()
+/// The ConfigMap and the entry a problem is about, when it is a ConfigMap's in `namespace`.
+fn configmap_entry<'a>(namespace: &str, problem: &'a LoadProblem) -> Option<(&'a str, &'a str)> {
+    match &problem.file {
+        Origin::ConfigMap {
+            namespace: ns,
+            name,
+            key,
+        } if ns == namespace => Some((name, key)),
+        _ => None,
+    }
 }
 
 /// One Warning Event per new problem of a ConfigMap entry, on that ConfigMap.
@@ -183,30 +185,22 @@ async fn warn_on_configmaps(
     namespace: &str,
     current: &BTreeMap<String, ConfigMap>,
     problems: &[LoadProblem],
-    reported: &mut BTreeSet<(PathBuf, String)>,
+    reported: &mut Vec<LoadProblem>,
 ) {
-    let now: BTreeSet<(PathBuf, String)> = problems
-        .iter()
-        .map(|p| (p.file.clone(), p.message.clone()))
-        .collect();
     for problem in problems {
-        let key = (problem.file.clone(), problem.message.clone());
-        if reported.contains(&key) {
+        if reported.contains(problem) {
             continue;
         }
-        let Some(cm) = configmap_of(namespace, problem).and_then(|name| current.get(name)) else {
+        let Some((cm, entry)) = configmap_entry(namespace, problem)
+            .and_then(|(name, entry)| Some((current.get(name)?, entry)))
+        else {
             continue;
         };
-        let entry = problem
-            .file
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
         let event = Event {
             type_: EventType::Warning,
             reason: REASON_PLUGIN_INVALID.into(),
-            note: Some(printable(&problem.message, 1000)),
-            action: format!("Load {}", printable(&entry, 64)),
+            note: Some(printable(&problem.message(), 1000)),
+            action: format!("Load {}", printable(entry, 64)),
             secondary: None,
         };
         if let Err(error) = recorder.publish(&event, &cm.object_ref(&())).await {
@@ -214,7 +208,7 @@ async fn warn_on_configmaps(
         }
     }
     // Forget what is fixed, so that breaking it again is reported again.
-    *reported = now;
+    *reported = problems.to_vec();
 }
 
 #[cfg(test)]
@@ -251,10 +245,11 @@ mod tests {
         assert_eq!(
             origins,
             [
-                PathBuf::from("configmap/ops/two/a.wasm"),
-                PathBuf::from("configmap/ops/two/b.wasm")
+                origin("ops", "two", "a.wasm"),
+                origin("ops", "two", "b.wasm")
             ]
         );
+        assert_eq!(origins[0].to_string(), "configmap/ops/two/a.wasm");
         assert_eq!(files[1].bytes.as_deref(), Ok(&b"B"[..]));
     }
 
@@ -266,29 +261,58 @@ mod tests {
         ];
         let files = plugin_files("ops", cms.iter());
         assert_eq!(files.len(), 2);
+        assert_eq!(files[0].origin, origin("ops", "empty", "*.wasm"));
         let empty = files[0].bytes.as_ref().expect_err("no wasm entry");
+        assert_eq!(
+            empty,
+            &PluginError::NoPluginEntry {
+                namespace: "ops".into(),
+                name: "empty".into()
+            }
+        );
+        let empty = empty.to_string();
         assert!(
             empty.contains("ops/empty") && empty.contains("no *.wasm entry"),
             "{empty}"
         );
-        let text = files[1].bytes.as_ref().expect_err("wasm in data");
+        assert_eq!(files[1].origin, origin("ops", "text", "t.wasm"));
+        let text = files[1]
+            .bytes
+            .as_ref()
+            .expect_err("wasm in data")
+            .to_string();
         assert!(text.contains("binaryData"), "{text}");
     }
 
     #[test]
     fn a_problem_names_the_configmap_it_came_from_only_in_its_namespace() {
-        let problem = |file: &str| LoadProblem {
-            file: PathBuf::from(file),
-            message: "bad".into(),
+        let problem = |file: Origin| {
+            LoadProblem::failed(
+                file,
+                PluginError::NotBinaryData {
+                    key: "a.wasm".into(),
+                },
+            )
         };
         assert_eq!(
-            configmap_of("ops", &problem("configmap/ops/my-type/my-type.wasm")),
-            Some("my-type")
+            configmap_entry("ops", &problem(origin("ops", "my-type", "my-type.wasm"))),
+            Some(("my-type", "my-type.wasm"))
         );
         assert_eq!(
-            configmap_of("ops", &problem("configmap/opsx/a/a.wasm")),
+            configmap_entry("ops", &problem(origin("opsx", "a", "a.wasm"))),
             None
         );
-        assert_eq!(configmap_of("ops", &problem("/etc/plugins/a.wasm")), None);
+        assert_eq!(
+            configmap_entry("ops", &problem(Origin::File("/etc/plugins/a.wasm".into()))),
+            None
+        );
+        // A file whose path merely looks like a ConfigMap's is a file.
+        assert_eq!(
+            configmap_entry(
+                "ops",
+                &problem(Origin::File("configmap/ops/a/a.wasm".into()))
+            ),
+            None
+        );
     }
 }

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use plugin_support::{builtin, runtime, test_plugin};
 use tokio::sync::watch;
-use workflow_operator::plugin::PluginRegistry;
+use workflow_operator::plugin::{Origin, PluginRegistry};
 
 const WAIT: Duration = Duration::from_secs(20);
 
@@ -106,7 +106,10 @@ async fn hot_reload_follows_configmap_updates_add_replace_break_fix_remove() {
     let d1 = digest_of(&registry, "pre-check").expect("pre-check served after add");
     let types = registry.types();
     assert_eq!(types.len(), 1);
-    assert_eq!(types[0].file, volume.path().join("pre-check.wasm"));
+    assert_eq!(
+        types[0].file,
+        Origin::File(volume.path().join("pre-check.wasm"))
+    );
     assert!(registry.problems().is_empty(), "{:?}", registry.problems());
 
     // Replace: the new digest is served, the old one stays reachable by pin.
@@ -131,13 +134,18 @@ async fn hot_reload_follows_configmap_updates_add_replace_break_fix_remove() {
     })
     .await;
     let problems = registry.problems();
-    assert_eq!(problems[0].file, volume.path().join("pre-check.wasm"));
+    assert_eq!(
+        problems[0].file,
+        Origin::File(volume.path().join("pre-check.wasm"))
+    );
     assert!(
-        problems[0].message.contains("not a WebAssembly component"),
+        problems[0]
+            .message()
+            .contains("not a WebAssembly component"),
         "{problems:?}"
     );
     assert!(
-        problems[0].message.contains("last good version"),
+        problems[0].message().contains("last good version"),
         "{problems:?}"
     );
     assert_eq!(
@@ -183,8 +191,8 @@ fn two_files_claiming_one_type_is_a_reported_conflict() {
     );
     assert_eq!(report.problems.len(), 2, "{:?}", report.problems);
     for problem in &report.problems {
-        assert!(problem.message.contains("conflict"), "{problem:?}");
-        assert!(problem.message.contains("a.wasm") && problem.message.contains("b.wasm"));
+        assert!(problem.message().contains("conflict"), "{problem:?}");
+        assert!(problem.message().contains("a.wasm") && problem.message().contains("b.wasm"));
     }
 
     // A previous holder keeps serving when a second file claims its type.
@@ -206,7 +214,7 @@ fn two_files_claiming_one_type_is_a_reported_conflict() {
         report
             .problems
             .iter()
-            .any(|p| p.message.contains("conflict"))
+            .any(|p| p.message().contains("conflict"))
     );
 
     // Resolving the conflict clears the problem.
@@ -243,7 +251,11 @@ fn a_missing_directory_is_a_problem_not_a_crash() {
     let report = registry.load_dir(Path::new("/nonexistent/plugins"));
     assert!(report.loaded.is_empty());
     assert_eq!(report.problems.len(), 1);
-    assert!(report.problems[0].message.contains("/nonexistent/plugins"));
+    assert!(
+        report.problems[0]
+            .message()
+            .contains("/nonexistent/plugins")
+    );
 }
 
 #[test]

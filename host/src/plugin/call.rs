@@ -217,6 +217,9 @@ fn outcome<T>(result: &Result<T, PluginError>) -> &'static str {
         PluginError::InvalidParams { .. } | PluginError::TemplateFailed { .. } => "error",
         // Loading fails with these before any call; listed so a new variant needs a kind.
         PluginError::Read { .. }
+        | PluginError::ReadDir { .. }
+        | PluginError::NotBinaryData { .. }
+        | PluginError::NoPluginEntry { .. }
         | PluginError::NotAComponent { .. }
         | PluginError::Compile { .. }
         | PluginError::WrongContract { .. }

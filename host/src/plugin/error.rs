@@ -1,5 +1,6 @@
 //! Why a plugin could not be loaded or called.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The contract version this operator speaks, as in `plugin-sdk/wit/workflow-plugin.wit`.
@@ -12,8 +13,28 @@ pub const CONTRACT_VERSION: &str = "0.1.0";
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PluginError {
     /// The file could not be read.
-    #[error("cannot read plugin {origin}: {reason}")]
-    Read { origin: String, reason: String },
+    #[error("cannot read plugin {origin}: {source}")]
+    Read {
+        origin: String,
+        #[source]
+        source: IoError,
+    },
+    /// The directory of plugins could not be listed.
+    #[error("cannot read plugin directory {dir}: {source}")]
+    ReadDir {
+        dir: String,
+        #[source]
+        source: IoError,
+    },
+    /// A ConfigMap holds a plugin in `data`, which takes only UTF-8 text, not in `binaryData`.
+    #[error(
+        "{key} is in the ConfigMap's data, where only UTF-8 text fits; create it with \
+         `kubectl create configmap --from-file` so it lands in binaryData"
+    )]
+    NotBinaryData { key: String },
+    /// A ConfigMap has the plugin label but no `*.wasm` entry.
+    #[error("ConfigMap {namespace}/{name} has the plugin label but no *.wasm entry")]
+    NoPluginEntry { namespace: String, name: String },
     /// The bytes are not a WebAssembly component (garbage, or a core module).
     #[error("{origin} is not a WebAssembly component: {reason}")]
     NotAComponent { origin: String, reason: String },
@@ -92,6 +113,46 @@ impl PluginError {
             self,
             PluginError::Timeout { .. } | PluginError::Instantiate { .. }
         )
+    }
+}
+
+/// An I/O error that clones (shared) and compares (by kind and message) like the rest of a
+/// [`PluginError`].
+#[derive(Debug, Clone)]
+pub struct IoError(Arc<std::io::Error>);
+
+impl From<std::io::Error> for IoError {
+    fn from(error: std::io::Error) -> Self {
+        Self(Arc::new(error))
+    }
+}
+
+impl IoError {
+    /// The I/O error itself.
+    pub fn io(&self) -> &std::io::Error {
+        &self.0
+    }
+}
+
+impl PartialEq for IoError {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.kind() == other.0.kind() && self.0.to_string() == other.0.to_string()
+    }
+}
+
+impl Eq for IoError {}
+
+impl std::fmt::Display for IoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+// The I/O error's own causes, not the I/O error again: the variant that holds it already
+// names it as its source.
+impl std::error::Error for IoError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.0.source()
     }
 }
 

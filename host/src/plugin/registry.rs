@@ -1,14 +1,15 @@
 //! The set of workflow types the operator can run: every `*.wasm` its sources offer (a
 //! directory watched for changes, ConfigMaps read through the API), reloaded when a source
-//! changes. A source hands over file names and bytes; this module knows nothing of where they
-//! came from.
+//! changes. A source hands over each file's [`Origin`] and bytes, and this module reads no
+//! Kubernetes object. What a scan serves is decided by [`scan::decide`](super::scan::decide),
+//! a pure function; this module loads the files and keeps its answer.
 //!
 //! A ConfigMap volume changes by an atomic swap of its `..data` symlink, which shows up as
 //! a mix of create/remove/rename events on names that are not the plugin files. So every
 //! event only triggers a debounced rescan, and the rescan decides from content digests what
 //! changed: never from the kind of an event.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -20,7 +21,9 @@ use serde::Serialize;
 use sha2::{Digest as _, Sha256};
 
 use super::error::PluginError;
+use super::origin::Origin;
 use super::runtime::{Plugin, Runtime};
+use super::scan::{self, LoadProblem, Offer, Serving};
 
 /// How long the directory must be quiet before a rescan.
 const DEBOUNCE: Duration = Duration::from_millis(200);
@@ -34,24 +37,17 @@ pub struct LoadedType {
     pub version: String,
     /// sha256 of the plugin file, lowercase hex.
     pub digest: String,
-    /// The file it was loaded from (`configmap/<namespace>/<name>/<key>` for a ConfigMap entry).
-    pub file: PathBuf,
+    /// The file it was loaded from (serialized as its path, or as
+    /// `configmap/<namespace>/<name>/<key>` for a ConfigMap entry).
+    pub file: Origin,
 }
 
 /// One plugin file offered by a source: where it comes from and its bytes, or why they
 /// could not be read.
 #[derive(Debug, Clone)]
 pub struct SourceFile {
-    pub origin: PathBuf,
-    pub bytes: Result<Vec<u8>, String>,
-}
-
-/// A file that could not be used, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct LoadProblem {
-    pub file: PathBuf,
-    pub message: String,
+    pub origin: Origin,
+    pub bytes: Result<Vec<u8>, PluginError>,
 }
 
 /// The outcome of one scan of a plugin source.
@@ -87,12 +83,10 @@ struct RegistryInner {
 
 #[derive(Default)]
 struct State {
-    /// What is served, by type.
-    current: BTreeMap<String, Served>,
+    /// What is served, and what the next scan decides from.
+    serving: Serving<Arc<Plugin>>,
     /// Every good version seen since start, by digest.
     versions: HashMap<String, Arc<Plugin>>,
-    /// The type each file last loaded successfully, to keep serving it while the file is broken.
-    last_good_type: HashMap<PathBuf, String>,
     /// The last scan of each source, by source name; the served set follows their union.
     sources: BTreeMap<String, SourceScan>,
     problems: Vec<LoadProblem>,
@@ -101,14 +95,8 @@ struct State {
 
 #[derive(Clone, Default)]
 struct SourceScan {
-    loads: Vec<FileLoad>,
+    loads: Vec<Offer<Arc<Plugin>>>,
     problem: Option<LoadProblem>,
-}
-
-#[derive(Clone)]
-struct Served {
-    plugin: Arc<Plugin>,
-    file: PathBuf,
 }
 
 /// Stops watching when dropped.
@@ -151,7 +139,11 @@ impl PluginRegistry {
 
     /// The current plugin of a workflow type.
     pub fn get(&self, type_name: &str) -> Option<Arc<Plugin>> {
-        self.lock().current.get(type_name).map(|s| s.plugin.clone())
+        self.lock()
+            .serving
+            .current
+            .get(type_name)
+            .map(|s| s.plugin.clone())
     }
 
     /// The version of `type_name` whose content digest is `digest`, if it was loaded at any
@@ -185,12 +177,8 @@ impl PluginRegistry {
     /// # Errors
     /// [`PluginError::Read`] when the file cannot be read, or any [`Runtime::load`] error.
     pub fn load_file(&self, path: &Path) -> Result<Arc<Plugin>, PluginError> {
-        let origin = path.display().to_string();
-        let bytes = std::fs::read(path).map_err(|e| PluginError::Read {
-            origin: origin.clone(),
-            reason: e.to_string(),
-        })?;
-        self.inner.runtime.load(&bytes, &origin)
+        let bytes = read_file(path)?;
+        self.inner.runtime.load(&bytes, &path.display().to_string())
     }
 
     /// Scans `dir`: loads every `*.wasm` in it (following symlinks, skipping dotfiles and
@@ -223,10 +211,19 @@ impl PluginRegistry {
         state
             .sources
             .insert(source.to_string(), SourceScan { loads, problem });
-        let before = served_digests(&state);
-        let (loads, problems) = union_of_sources(&state);
-        apply_scan(&mut state, loads, problems);
-        let changed = served_digests(&state) != before;
+        let (offers, source_problems) = union_of_sources(&state);
+        for offer in &offers {
+            if let Ok(plugin) = &offer.result {
+                state
+                    .versions
+                    .insert(plugin.digest().to_string(), plugin.clone());
+            }
+        }
+        let decision = scan::decide(&state.serving, offers, source_problems);
+        log_new_problems(&state.problems, &decision.problems);
+        state.serving = decision.serving;
+        state.problems = decision.problems;
+        let changed = decision.changed;
         if changed {
             state.generation += 1;
             let generation = state.generation;
@@ -288,21 +285,17 @@ impl PluginRegistry {
         Ok(WatchGuard { _watcher: watcher })
     }
 
-    fn load_one(&self, file: SourceFile) -> FileLoad {
-        let origin = file.origin.display().to_string();
+    fn load_one(&self, file: SourceFile) -> Offer<Arc<Plugin>> {
         let result = file.bytes.and_then(|bytes| {
             let digest = hex::encode(Sha256::digest(&bytes));
             // Content loaded before: reuse the plugin as it is.
             if let Some(loaded) = self.lock().versions.get(&digest) {
                 return Ok(loaded.clone());
             }
-            self.inner
-                .runtime
-                .load(&bytes, &origin)
-                .map_err(|e| e.to_string())
+            self.inner.runtime.load(&bytes, &file.origin.to_string())
         });
-        FileLoad {
-            path: file.origin,
+        Offer {
+            origin: file.origin,
             result,
         }
     }
@@ -315,21 +308,16 @@ impl PluginRegistry {
     }
 }
 
-#[derive(Clone)]
-struct FileLoad {
-    path: PathBuf,
-    result: Result<Arc<Plugin>, String>,
-}
-
 /// The `*.wasm` files of `dir` (following symlinks, skipping dotfiles and directories), sorted.
 fn read_dir_files(dir: &Path) -> (Vec<SourceFile>, Option<LoadProblem>) {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) => {
-            let problem = LoadProblem {
-                file: dir.to_path_buf(),
-                message: format!("cannot read plugin directory {}: {e}", dir.display()),
+            let error = PluginError::ReadDir {
+                dir: dir.display().to_string(),
+                source: e.into(),
             };
+            let problem = LoadProblem::failed(Origin::File(dir.to_path_buf()), error);
             return (Vec::new(), Some(problem));
         }
     };
@@ -348,21 +336,22 @@ fn read_dir_files(dir: &Path) -> (Vec<SourceFile>, Option<LoadProblem>) {
     let files = paths
         .into_iter()
         .map(|path| SourceFile {
-            bytes: std::fs::read(&path).map_err(|e| {
-                PluginError::Read {
-                    origin: path.display().to_string(),
-                    reason: e.to_string(),
-                }
-                .to_string()
-            }),
-            origin: path,
+            bytes: read_file(&path),
+            origin: Origin::File(path),
         })
         .collect();
     (files, None)
 }
 
+fn read_file(path: &Path) -> Result<Vec<u8>, PluginError> {
+    std::fs::read(path).map_err(|e| PluginError::Read {
+        origin: path.display().to_string(),
+        source: e.into(),
+    })
+}
+
 /// Every source's files and problems, as one scan.
-fn union_of_sources(state: &State) -> (Vec<FileLoad>, Vec<LoadProblem>) {
+fn union_of_sources(state: &State) -> (Vec<Offer<Arc<Plugin>>>, Vec<LoadProblem>) {
     let loads = state
         .sources
         .values()
@@ -376,125 +365,23 @@ fn union_of_sources(state: &State) -> (Vec<FileLoad>, Vec<LoadProblem>) {
     (loads, problems)
 }
 
-/// Makes the served set follow one scan's loads.
-fn apply_scan(state: &mut State, loads: Vec<FileLoad>, mut problems: Vec<LoadProblem>) {
-    let present: BTreeSet<PathBuf> = loads.iter().map(|l| l.path.clone()).collect();
-    // Good loads, by the type they claim.
-    let mut claims: BTreeMap<String, Vec<(PathBuf, Arc<Plugin>)>> = BTreeMap::new();
-    // Types whose file is present but broken now: their last good version keeps serving.
-    let mut broken_types: BTreeSet<String> = BTreeSet::new();
-    for load in loads {
-        match load.result {
-            Ok(plugin) => {
-                state
-                    .versions
-                    .insert(plugin.digest().to_string(), plugin.clone());
-                state
-                    .last_good_type
-                    .insert(load.path.clone(), plugin.type_name().to_string());
-                claims
-                    .entry(plugin.type_name().to_string())
-                    .or_default()
-                    .push((load.path, plugin));
-            }
-            Err(mut message) => {
-                if let Some(type_name) = state.last_good_type.get(&load.path) {
-                    if state
-                        .current
-                        .get(type_name)
-                        .is_some_and(|s| s.file == load.path)
-                    {
-                        message.push_str(&format!(
-                            "; still serving the last good version of {type_name}"
-                        ));
-                    }
-                    broken_types.insert(type_name.clone());
-                }
-                problems.push(LoadProblem {
-                    file: load.path,
-                    message,
-                });
-            }
-        }
+/// Logs each problem of `now` that was not one at the scan before.
+fn log_new_problems(before: &[LoadProblem], now: &[LoadProblem]) {
+    for problem in now.iter().filter(|p| !before.contains(p)) {
+        tracing::error!(file = %problem.file, "cannot use plugin: {}", problem.message());
     }
-    state
-        .last_good_type
-        .retain(|path, _| present.contains(path));
-
-    let mut next: BTreeMap<String, Served> = BTreeMap::new();
-    for (type_name, mut claimants) in claims {
-        if claimants.len() == 1 {
-            if let Some((file, plugin)) = claimants.pop() {
-                next.insert(type_name, Served { plugin, file });
-            }
-            continue;
-        }
-        let files: Vec<String> = claimants
-            .iter()
-            .map(|(p, _)| p.display().to_string())
-            .collect();
-        // Keep the previous holder's version if it had one; never let a new claim win.
-        let previous = state.current.get(&type_name).cloned();
-        let outcome = match &previous {
-            Some(served) => {
-                let kept = served
-                    .plugin
-                    .digest()
-                    .get(..12)
-                    .unwrap_or_default()
-                    .to_string();
-                let from = served.file.display().to_string();
-                next.insert(type_name.clone(), served.clone());
-                format!("keeping the version already served ({kept}, from {from})")
-            }
-            None => format!("not serving {type_name} until only one file claims it"),
-        };
-        for (path, _) in claimants {
-            problems.push(LoadProblem {
-                file: path,
-                message: format!(
-                    "conflict: files {} all implement workflow type {type_name}; {outcome}",
-                    files.join(", ")
-                ),
-            });
-        }
-    }
-    for type_name in broken_types {
-        if next.contains_key(&type_name) {
-            continue;
-        }
-        if let Some(served) = state.current.get(&type_name)
-            && present.contains(&served.file)
-        {
-            next.insert(type_name, served.clone());
-        }
-    }
-    for problem in &problems {
-        if !state.problems.contains(problem) {
-            tracing::error!(file = %problem.file.display(), "cannot use plugin: {}", problem.message);
-        }
-    }
-    state.problems = problems;
-    state.current = next;
-}
-
-fn served_digests(state: &State) -> Vec<(String, String)> {
-    state
-        .current
-        .iter()
-        .map(|(t, s)| (t.clone(), s.plugin.digest().to_string()))
-        .collect()
 }
 
 fn loaded_types(state: &State) -> Vec<LoadedType> {
     state
+        .serving
         .current
         .iter()
         .map(|(type_name, served)| LoadedType {
             type_name: type_name.clone(),
             version: served.plugin.info().version.clone(),
             digest: served.plugin.digest().to_string(),
-            file: served.file.clone(),
+            file: served.origin.clone(),
         })
         .collect()
 }
