@@ -15,6 +15,7 @@ use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
+use crate::controllers::reason;
 use crate::controllers::status::printable;
 use crate::plugin::{LoadProblem, Origin, PluginError, PluginRegistry, SourceFile};
 
@@ -23,9 +24,6 @@ pub const PLUGIN_LABEL: &str = "workflow.rxg456.cn/plugin";
 
 /// The name of this source in the registry.
 const SOURCE: &str = "configmaps";
-
-/// The Event reason on a ConfigMap whose plugin cannot be used.
-const REASON_PLUGIN_INVALID: &str = "PluginInvalid";
 
 /// Where plugin ConfigMaps are read from.
 #[derive(Clone, Debug)]
@@ -198,7 +196,7 @@ async fn warn_on_configmaps(
         };
         let event = Event {
             type_: EventType::Warning,
-            reason: REASON_PLUGIN_INVALID.into(),
+            reason: reason::PLUGIN_INVALID.into(),
             note: Some(printable(&problem.message(), 1000)),
             action: format!("Load {}", printable(entry, 64)),
             secondary: None,
