@@ -154,8 +154,8 @@ where
     Ok(true)
 }
 
-/// Records a transition of `obj`: writes `new` as its status ([`write_status`]) and, when
-/// that wrote, publishes `events` on it. Returns whether it wrote, so that what else happens
+/// Records a transition of `obj`: writes `new` as its status when it changed (`write_status`)
+/// and, when that wrote, publishes `events` on it. Returns whether it wrote, so that what else happens
 /// once per transition (a finished counter) happens with it, not again from a reconcile that
 /// runs on a cache older than our own write.
 pub async fn record_transition<K, S>(
