@@ -12,15 +12,16 @@
 #   PEER=argo N=100 scripts/bench-cluster.sh   then Argo Workflows on the same cluster, side by side
 #   OPERATOR_ARGS="--concurrent-reconciles 16" N=100 scripts/bench-cluster.sh   other operator flags
 #
-# With PEER=argo, right after ours, ../shared/peers/argo/run.sh (its build.sh builds Argo's
-# workflow-controller) measures Argo on the equivalent of the seed sample (one Workflow, a 5-task
-# linear DAG): the sample RUNS times, then ARGO_N (default N) workflows at once, at
-# DEFAULT_REQUEUE_TIME=ARGO_REQUEUE (default 100ms, Argo's fastest; Argo's default is 10s). It runs
-# in a throwaway clone, on this cluster: the clone's .local-cluster is this one, and run.sh's
-# `make cluster-down` / `make cluster-up` only check that the cluster is up (it is never stopped).
-# Argo uses the namespaces `argo` and `scale`, which must not exist beforehand and are deleted
-# afterwards (with Argo's CRDs, if this run installed them). Then one table, ours and Argo's side by
-# side with the ratio ours/Argo.
+# With PEER=argo, right after ours, Argo's peer harness (an optional extra this repository does not
+# carry: the directory PEER_DIR, by default ../shared/peers/argo beside the checkout; its build.sh
+# builds Argo's workflow-controller) measures Argo with its run.sh on the equivalent of the seed
+# sample (one Workflow, a 5-task linear DAG): the sample RUNS times, then ARGO_N (default N)
+# workflows at once, at DEFAULT_REQUEUE_TIME=ARGO_REQUEUE (default 100ms, Argo's fastest; Argo's
+# default is 10s). It runs in a throwaway clone, on this cluster: the clone's .local-cluster is this
+# one, and run.sh's `make cluster-down` / `make cluster-up` only check that the cluster is up (it is
+# never stopped). Argo uses the namespaces `argo` and `scale`, which must not exist beforehand and
+# are deleted afterwards (with Argo's CRDs, if this run installed them). Then one table, ours and
+# Argo's side by side with the ratio ours/Argo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -42,7 +43,11 @@ say() { printf '[bench] %s\n' "$*" >&2; }
 case "$PEER" in
   "") ;;
   argo)
-    [ -x "$PEER_DIR/run.sh" ] || { say "no $PEER_DIR/run.sh"; exit 1; }
+    if [ ! -x "$PEER_DIR/run.sh" ]; then
+      say "PEER=argo runs Argo's peer harness (run.sh and build.sh), which this repository does not"
+      say "carry: looked for $PEER_DIR/run.sh; set PEER_DIR to the directory that holds it"
+      exit 1
+    fi
     say "building Argo's workflow-controller (cached after the first build)"
     "$PEER_DIR/build.sh" | tail -1 >&2
     ;;
@@ -64,7 +69,7 @@ if [ "$PEER" = argo ]; then
     fi
   done
 fi
-kubectl apply -f deploy/crds/ >/dev/null
+kubectl apply -k crds/ >/dev/null
 kubectl wait --for=condition=Established --timeout=60s \
   crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
 

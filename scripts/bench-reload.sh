@@ -20,7 +20,7 @@ say() { printf '[bench] %s\n' "$*" >&2; }
 say "building the release operator"
 cargo build -q --release -p workflow-operator
 tests/cluster/cluster.sh up >&2
-kubectl apply --server-side -f deploy/crds/ >/dev/null
+kubectl apply --server-side -k crds/ >/dev/null
 
 work="$(mktemp -d)"
 operator_pid=""

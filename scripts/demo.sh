@@ -24,7 +24,7 @@ step "Starting the local cluster"
 tests/cluster/cluster.sh up
 
 step "Installing the CRDs"
-kubectl apply -f deploy/crds/
+kubectl apply -k crds/
 kubectl wait --for=condition=Established --timeout=60s \
   crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
 

@@ -6,6 +6,7 @@
 #[path = "support/operator.rs"]
 mod operator;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use operator::*;
@@ -986,30 +987,38 @@ spec:
 }
 
 /// The objects of the kustomize base `deploy/` as `kubectl apply -k` would send them, with the
-/// built-in plugins where `make deploy-plugins` puts them (in a copy of the base).
+/// built-in plugins where `make deploy-plugins` puts them (in a copy of the base and of the
+/// `crds/` it takes, side by side as in the repository).
 fn rendered_install() -> (Vec<Value>, Vec<u8>) {
-    let base = tempfile::tempdir().expect("temporary directory");
-    let deploy = repo_root().join("deploy");
-    for file in [
-        "kustomization.yaml",
-        "namespace.yaml",
-        "rbac.yaml",
-        "operator.yaml",
-    ] {
-        std::fs::copy(deploy.join(file), base.path().join(file)).expect("copy the base");
-    }
-    let crds = "crds/workflow.rxg456.cn.yaml";
-    std::fs::create_dir_all(base.path().join("crds")).expect("crds directory");
-    std::fs::copy(deploy.join(crds), base.path().join(crds)).expect("copy the CRDs");
-    std::fs::create_dir_all(base.path().join("plugins")).expect("plugins directory");
+    let copy = tempfile::tempdir().expect("temporary directory");
+    let copy_files = |dir: &str, files: &[&str]| {
+        std::fs::create_dir_all(copy.path().join(dir)).expect("create a directory");
+        for file in files {
+            let path = Path::new(dir).join(file);
+            std::fs::copy(repo_root().join(&path), copy.path().join(&path))
+                .unwrap_or_else(|e| panic!("copy {}: {e}", path.display()));
+        }
+    };
+    copy_files(
+        "deploy",
+        &[
+            "kustomization.yaml",
+            "namespace.yaml",
+            "rbac.yaml",
+            "operator.yaml",
+        ],
+    );
+    copy_files("crds", &["kustomization.yaml", "workflow.rxg456.cn.yaml"]);
+    let base = copy.path().join("deploy");
+    std::fs::create_dir_all(base.join("plugins")).expect("plugins directory");
     for t in ["pre-check", "setup", "post-check", "at"] {
         std::fs::copy(
             built_plugin(t),
-            base.path().join("plugins").join(format!("{t}.wasm")),
+            base.join("plugins").join(format!("{t}.wasm")),
         )
         .expect("copy a plugin");
     }
-    let yaml = cluster().kubectl_ok(&["kustomize", &base.path().to_string_lossy()]);
+    let yaml = cluster().kubectl_ok(&["kustomize", &base.to_string_lossy()]);
     let out = cluster().kubectl_with_stdin(
         &["create", "--dry-run=client", "-o", "json", "-f", "-"],
         yaml.as_bytes(),

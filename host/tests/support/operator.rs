@@ -26,8 +26,8 @@ pub fn cluster() -> &'static Cluster {
     static CRDS: OnceLock<()> = OnceLock::new();
     let cluster = Cluster::shared();
     CRDS.get_or_init(|| {
-        let crds = repo_root().join("deploy/crds");
-        cluster.kubectl_ok(&["apply", "-f", &crds.to_string_lossy()]);
+        let crds = repo_root().join("crds");
+        cluster.kubectl_ok(&["apply", "-k", &crds.to_string_lossy()]);
         cluster.kubectl_ok(&[
             "wait",
             "--for=condition=Established",
