@@ -1,8 +1,11 @@
 # workflow-operator: build, test and run. `make help` lists the targets.
 SHELL := /bin/bash
 CARGO ?= cargo
-# kubectl within one minor version of the local cluster's v1.34 when installed side by side.
-KUBECTL ?= $(firstword $(wildcard /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33) kubectl)
+# The kubectl the scripts choose (scripts/lib.sh): within one minor version of the local
+# cluster's v1.34 when installed side by side.
+ifeq ($(origin KUBECTL),undefined)
+KUBECTL := $(shell source '$(CURDIR)/scripts/lib.sh' && printf '%s' "$$KUBECTL")
+endif
 export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
