@@ -1,9 +1,11 @@
 # workflow-operator: build, test and run. `make help` lists the targets.
 SHELL := /bin/bash
-SHARED ?= $(abspath ../shared)
 CARGO ?= cargo
-# kubectl within one minor version of the local cluster's v1.34 when installed side by side.
-KUBECTL ?= $(firstword $(wildcard /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33) kubectl)
+# The kubectl the scripts choose (scripts/lib.sh): within one minor version of the local
+# cluster's v1.34 when installed side by side.
+ifeq ($(origin KUBECTL),undefined)
+KUBECTL := $(shell source '$(CURDIR)/scripts/lib.sh' && printf '%s' "$$KUBECTL")
+endif
 export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
@@ -14,7 +16,6 @@ help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
 
 plugins: ## Build the built-in workflow types into target/plugins/<type>.wasm
-	$(SHARED)/toolchain/ensure-wasm-target
 	./plugins/build.sh
 
 build: ## Build the operator binary (target/debug/workflow-operator)
@@ -41,14 +42,14 @@ test: plugins image ## Unit, plugin and end-to-end tests (starts the local clust
 	if [ $$was_up = 0 ] && [ -z "$$KEEP_CLUSTER" ]; then tests/cluster/cluster.sh down; fi; \
 	exit $$rc
 
-manifests: ## Regenerate deploy/crds/ from the Rust types
-	$(CARGO) run -q -p workflow-operator -- crdgen > deploy/crds/workflow.rxg456.cn.yaml
+manifests: ## Regenerate crds/ from the Rust types
+	$(CARGO) run -q -p workflow-operator -- crdgen > crds/workflow.rxg456.cn.yaml
 
 install: ## Install the CRDs into the current cluster
-	$(KUBECTL) apply -f deploy/crds/
+	$(KUBECTL) apply -k crds/
 
 uninstall: ## Remove the CRDs (and every WorkflowGroup and Workflow) from the current cluster
-	$(KUBECTL) delete -f deploy/crds/ --ignore-not-found
+	$(KUBECTL) delete -k crds/ --ignore-not-found
 
 run: plugins ## Run the operator against the current kubeconfig, plugins from target/plugins/
 	$(CARGO) run -p workflow-operator -- run --plugin-dir $(TARGET_DIR)/plugins

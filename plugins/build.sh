@@ -3,12 +3,16 @@
 #   target/plugins/<type>.wasm        pre-check, setup, post-check, at (what the operator ships)
 #   target/test-plugins/<name>.wasm   hostile, sleepy-init, sleepy-info, recursive-schema,
 #                                     wrong-contract, no-export, pre-check-v2 (host tests)
-# Called by `make plugins`, which first installs the wasm32-wasip2 target. Works from any cwd;
-# respects CARGO_TARGET_DIR and CARGO.
+# Called by `make plugins`. The toolchain and the wasm32-wasip2 target are the ones
+# rust-toolchain.toml names: rustup installs a missing toolchain with its targets on first use,
+# and the target is added here when the toolchain is there without it. Works from any cwd;
+# respects CARGO_TARGET_DIR (a relative one is taken from the repository root, where cargo runs)
+# and CARGO.
 set -euo pipefail
 
 repo="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-target_dir="${CARGO_TARGET_DIR:-$repo/target}"
+target_dir="${CARGO_TARGET_DIR:-target}"
+[[ "$target_dir" == /* ]] || target_dir="$repo/$target_dir"
 cargo="${CARGO:-cargo}"
 wasm_target=wasm32-wasip2
 
@@ -30,11 +34,15 @@ test_plugins=(
 )
 all=("${builtins[@]}" "${test_plugins[@]}")
 
+# In the repository, so that rustup acts on the toolchain rust-toolchain.toml pins.
 if command -v rustup >/dev/null 2>&1 &&
-    ! rustup target list --installed 2>/dev/null | grep -qx "$wasm_target"; then
-    echo "plugins/build.sh: the Rust target $wasm_target is not installed; run \`make plugins\`," \
-        "which installs it." >&2
-    exit 1
+    ! (cd "$repo" && rustup target list --installed 2>/dev/null) | grep -qx "$wasm_target"; then
+    echo "plugins/build.sh: adding the Rust target $wasm_target" >&2
+    if ! (cd "$repo" && rustup target add "$wasm_target"); then
+        echo "plugins/build.sh: rustup could not add $wasm_target to the toolchain of" \
+            "$repo/rust-toolchain.toml" >&2
+        exit 1
+    fi
 fi
 
 packages=()

@@ -12,15 +12,16 @@
 #   PEER=argo N=100 scripts/bench-cluster.sh   then Argo Workflows on the same cluster, side by side
 #   OPERATOR_ARGS="--concurrent-reconciles 16" N=100 scripts/bench-cluster.sh   other operator flags
 #
-# With PEER=argo, right after ours, ../shared/peers/argo/run.sh (its build.sh builds Argo's
-# workflow-controller) measures Argo on the equivalent of the seed sample (one Workflow, a 5-task
-# linear DAG): the sample RUNS times, then ARGO_N (default N) workflows at once, at
-# DEFAULT_REQUEUE_TIME=ARGO_REQUEUE (default 100ms, Argo's fastest; Argo's default is 10s). It runs
-# in a throwaway clone, on this cluster: the clone's .local-cluster is this one, and run.sh's
-# `make cluster-down` / `make cluster-up` only check that the cluster is up (it is never stopped).
-# Argo uses the namespaces `argo` and `scale`, which must not exist beforehand and are deleted
-# afterwards (with Argo's CRDs, if this run installed them). Then one table, ours and Argo's side by
-# side with the ratio ours/Argo.
+# With PEER=argo, right after ours, Argo's peer harness (an optional extra this repository does not
+# carry: the directory PEER_DIR, by default ../shared/peers/argo beside the checkout; its build.sh
+# builds Argo's workflow-controller) measures Argo with its run.sh on the equivalent of the seed
+# sample (one Workflow, a 5-task linear DAG): the sample RUNS times, then ARGO_N (default N)
+# workflows at once, at DEFAULT_REQUEUE_TIME=ARGO_REQUEUE (default 100ms, Argo's fastest; Argo's
+# default is 10s). It runs in a throwaway clone, on this cluster: the clone's .local-cluster is this
+# one, and run.sh's `make cluster-down` / `make cluster-up` only check that the cluster is up (it is
+# never stopped). Argo uses the namespaces `argo` and `scale`, which must not exist beforehand and
+# are deleted afterwards (with Argo's CRDs, if this run installed them). Then one table, ours and
+# Argo's side by side with the ratio ours/Argo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -35,14 +36,18 @@ export KUBECONFIG="$STATE/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
-KUBECTL="${KUBECTL:-$(command -v kubectl)}"
-kubectl() { command "$KUBECTL" --request-timeout=60s "$@"; }
-say() { printf '[bench] %s\n' "$*" >&2; }
+SAY_TAG=bench
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 case "$PEER" in
   "") ;;
   argo)
-    [ -x "$PEER_DIR/run.sh" ] || { say "no $PEER_DIR/run.sh"; exit 1; }
+    if [ ! -x "$PEER_DIR/run.sh" ]; then
+      say "PEER=argo runs Argo's peer harness (run.sh and build.sh), which this repository does not"
+      say "carry: looked for $PEER_DIR/run.sh; set PEER_DIR to the directory that holds it"
+      exit 1
+    fi
     say "building Argo's workflow-controller (cached after the first build)"
     "$PEER_DIR/build.sh" | tail -1 >&2
     ;;
@@ -64,7 +69,7 @@ if [ "$PEER" = argo ]; then
     fi
   done
 fi
-kubectl apply -f deploy/crds/ >/dev/null
+kubectl apply -k crds/ >/dev/null
 kubectl wait --for=condition=Established --timeout=60s \
   crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
 
@@ -84,7 +89,7 @@ start_operator() {
   local ns="$1"
   mkdir -p "$work/plugins"
   cp "$TARGET"/plugins/*.wasm "$work/plugins/"
-  port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+  port="$(free_ports 1)"
   # shellcheck disable=SC2086 # OPERATOR_ARGS is a list of flags
   "$BIN" run --namespace "$ns" --plugin-dir "$work/plugins" --http-addr "127.0.0.1:$port" \
     ${OPERATOR_ARGS:-} >"$work/operator-$ns.log" 2>&1 &
@@ -165,96 +170,15 @@ workflows=$(kubectl -n "$ns" get workflows.workflow.rxg456.cn --no-headers | wc 
 pods=$(kubectl -n "$ns" get pods --no-headers | wc -l)
 stop_operator
 
-python3 - "$work/sample-times" "$N" "$t0" "$t1" "$hwm_kib" "$ticks" "$hz" "$workflows" "$pods" "$work/metrics.txt" "$completed" "$failed" "$work/ours.json" "$t_applied" "$work" <<'PY'
-import json, re, statistics, sys
-from collections import Counter
-times = sorted(float(l) for l in open(sys.argv[1]) if l.strip())
-n = int(sys.argv[2]); t0, t1 = float(sys.argv[3]), float(sys.argv[4])
-hwm, ticks, hz = int(sys.argv[5]), int(sys.argv[6]), int(sys.argv[7])
-workflows, pods = int(sys.argv[8]), int(sys.argv[9])
-wall = t1 - t0; cpu = ticks / hz; steps = 5 * n
-print(f"| figure | value |")
-print(f"|---|---|")
-print(f"| seed sample, apply to Completed ({len(times)} runs) | min {times[0]:.2f} s, median {statistics.median(times):.2f} s, max {times[-1]:.2f} s |")
-print(f"| {n} groups at once: wall time | {wall:.1f} s ({n / wall:.2f} groups/s); {sys.argv[11]} Completed, {sys.argv[12]} Failed |")
-print(f"| operator peak RSS (VmHWM) | {hwm / 1024:.1f} MiB |")
-print(f"| operator CPU | {cpu:.1f} s ({1000 * cpu / steps:.1f} ms per step) |")
-print(f"| Workflows / step pods | {workflows} / {pods} (expected {3 * n} / {steps}) |")
-json.dump({"runs": len(times), "min": times[0], "median": statistics.median(times), "max": times[-1],
-           "n": n, "wall": wall, "rss": hwm / 1024, "cpu": cpu, "done": int(sys.argv[11]),
-           "failed": int(sys.argv[12]), "workflows": workflows, "pods": pods}, open(sys.argv[13], "w"))
-verbs = Counter()
-by_resource = Counter()
-for line in open(sys.argv[10]):
-    m = re.match(r'workflow_operator_api_requests_total\{(.*)\} (\d+)', line)
-    if m:
-        labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-        verbs[labels.get("verb", "?")] += int(m.group(2))
-        by_resource[f'{labels.get("verb")} {labels.get("resource")}'] += int(m.group(2))
-# Step start latency: quantiles from the histogram's cumulative buckets (each an upper bound).
-buckets = []
-for line in open(sys.argv[10]):
-    m = re.match(r'workflow_operator_step_start_latency_seconds_bucket\{le="([^"]+)"\} (\d+)', line)
-    if m:
-        buckets.append((float("inf") if m.group(1) == "+Inf" else float(m.group(1)), int(m.group(2))))
-if buckets and buckets[-1][1] > 0:
-    total = buckets[-1][1]
-    def quantile(q):
-        # The bucket that holds the q-quantile, and a linear estimate inside it (as
-        # Prometheus' histogram_quantile does).
-        lower, below = 0.0, 0
-        for le, count in buckets:
-            if count >= q * total:
-                if le == float("inf"):
-                    return f"over {lower:g} s"
-                estimate = lower + (le - lower) * (q * total - below) / max(count - below, 1)
-                return f"<= {le * 1000:g} ms (about {estimate * 1000:.0f} ms)"
-            lower, below = le, count
-    print(f"| step start latency ({total} steps timed) | p50 {quantile(0.5)}, p99 {quantile(0.99)} |")
-errors = sum(int(m.group(1)) for line in open(sys.argv[10])
-             for m in [re.match(r'workflow_operator_reconcile_errors_total\{.*\} (\d+)', line)] if m)
-print(f"| reconcile errors | {errors} |")
-if verbs:
-    per = ", ".join(f"{v} {c / steps:.2f}" for v, c in sorted(verbs.items()))
-    writes = sum(c for v, c in verbs.items() if v in ("create", "update", "patch", "delete"))
-    print(f"| API requests per step, by verb | {per} (writes {writes / steps:.2f}) |")
-    detail = ", ".join(f"{k} {c / steps:.2f}" for k, c in sorted(by_resource.items()))
-    print(f"| ... by verb and resource | {detail} |")
-
-# The cluster over the same run.
-t_applied, work = float(sys.argv[14]), sys.argv[15]
-print(f"| `kubectl apply` of the {n} groups (one request each) | {t_applied - t0:.1f} s of the {wall:.1f} s |")
-def apiserver(name):
-    sums, counts = Counter(), Counter()
-    for line in open(f"{work}/apiserver-{name}.txt"):
-        m = re.match(r'apiserver_request_duration_seconds_(sum|count)\{(.*)\} (\S+)', line)
-        if not m:
-            continue
-        l = dict(re.findall(r'(\w+)="([^"]*)"', m.group(2)))
-        key = (l.get("verb"), l.get("resource", "") + (f"/{l['subresource']}" if l.get("subresource") else ""))
-        (sums if m.group(1) == "sum" else counts)[key] += float(m.group(3))
-    return sums, counts
-try:
-    (s0, c0), (s1, c1) = apiserver("before"), apiserver("after")
-    rows = []
-    for key in sorted(c1, key=lambda k: -(c1[k] - c0.get(k, 0))):
-        count = c1[key] - c0.get(key, 0)
-        # APPLY: a server-side apply (our status writes) is a PATCH the API server counts apart.
-        if count >= n and key[0] in ("POST", "PATCH", "APPLY", "PUT", "DELETE"):
-            rows.append(f"{key[0]} {key[1]} {1000 * (s1[key] - s0.get(key, 0)) / count:.1f} ms ({int(count)})")
-    print(f"| API server mean latency of the writes it served in that time (count) | {', '.join(rows)} |")
-except (OSError, ZeroDivisionError):
-    pass
-def component_ticks(name):
-    try:
-        return {l.split()[0]: int(l.split()[1]) for l in open(f"{work}/cpu-{name}.txt")}
-    except OSError:
-        return {}
-before, after = component_ticks("before"), component_ticks("after")
-parts = [f"{c} {(after[c] - before[c]) / hz:.1f} s" for c in after if c in before]
-if parts:
-    print(f"| CPU in that time (2 cores: {2 * wall:.0f} CPU-s available) | operator {cpu:.1f} s, {', '.join(parts)} |")
-PY
+python3 scripts/bench_report.py ours \
+  --sample-times "$work/sample-times" --n "$N" \
+  --t0 "$t0" --t-applied "$t_applied" --t1 "$t1" \
+  --rss-kib "$hwm_kib" --cpu-ticks "$ticks" --clk-tck "$hz" \
+  --workflows "$workflows" --pods "$pods" --completed "$completed" --failed "$failed" \
+  --metrics "$work/metrics.txt" \
+  --apiserver-before "$work/apiserver-before.txt" --apiserver-after "$work/apiserver-after.txt" \
+  --cpu-before "$work/cpu-before.txt" --cpu-after "$work/cpu-after.txt" \
+  --json-out "$work/ours.json"
 
 [ "$PEER" = argo ] || exit 0
 
@@ -297,55 +221,5 @@ if [ "$argo_crds_before" = 0 ]; then
     --ignore-not-found --wait=false >/dev/null 2>&1 || true
 fi
 
-python3 - "$work/ours.json" "$work/peer.out" "$peer_rc" "${ARGO_VERSION:-v3.7.9}" "$ARGO_REQUEUE" <<'PY'
-import json, re, sys
-ours = json.load(open(sys.argv[1]))
-out = open(sys.argv[2]).read()
-rc, version, requeue = int(sys.argv[3]), sys.argv[4], sys.argv[5]
-argo = {}
-m = re.search(r"SEED apply->Succeeded over (\d+) runs: min ([\d.]+) s, median ([\d.]+) s, max ([\d.]+) s", out)
-if m:
-    argo.update(runs=int(m[1]), min=float(m[2]), median=float(m[3]), max=float(m[4]))
-m = re.search(r"SCALE (\d+) workflows Succeeded in ([\d.]+) s .*controller peak RSS ([\d.]+) MiB, CPU ([\d.]+) s; (\d+) pods", out)
-if m:
-    argo.update(n=int(m[1]), wall=float(m[2]), rss=float(m[3]), cpu=float(m[4]), pods=int(m[5]))
-fails = [l for l in out.splitlines() if l.startswith("FAIL:")]
-m = re.search(r"--qps (\S+) --burst (\S+);", out)
-qps = f"--qps {m[1]} --burst {m[2]}" if m else "client rate limit unknown"
-
-def cell(d, key, fmt):
-    return fmt.format(d[key]) if key in d else "not measured"
-def ratio(key, same_n=False):
-    if key not in argo or not argo[key] or (same_n and argo.get("n") != ours["n"]):
-        return ""
-    return f"{ours[key] / argo[key]:.2f}"
-
-n, an = ours["n"], argo.get("n")
-print()
-print(f"Side by side, one run on the same cluster. Argo Workflows {version} workflow-controller at "
-      f"DEFAULT_REQUEUE_TIME={requeue} (its per-step requeue; Argo's default 10s), {qps} "
-      f"(ARGO_QPS, ARGO_BURST; Argo's defaults 20, 30; ours 200, 400), out of cluster like ours. "
-      f"Ours: a group of 3 Workflows, 5 step pods; "
-      f"Argo: one Workflow, a 5-task linear DAG, 5 pods. The sample's time: ours `kubectl wait`, "
-      f"Argo's polled every 50 ms by run.sh.")
-print()
-print(f"| figure | workflow-operator | Argo Workflows {version} (DEFAULT_REQUEUE_TIME={requeue}) | ours/Argo |")
-print("|---|---|---|---|")
-for k in ("min", "median", "max"):
-    print(f"| seed sample, apply to Completed / Succeeded, {k} of {ours['runs']} / {argo.get('runs', '-')} runs "
-          f"| {ours[k]:.2f} s | {cell(argo, k, '{:.2f} s')} | {ratio(k)} |")
-argo_n = f"{an} workflows" if an else "workflows"
-print(f"| {n} groups / {argo_n} at once: wall time | {ours['wall']:.1f} s | {cell(argo, 'wall', '{:.1f} s')} | {ratio('wall', True)} |")
-rate_o = n / ours["wall"]
-rate_a = an / argo["wall"] if "wall" in argo else None
-print(f"| groups/s, workflows/s | {rate_o:.2f} | {f'{rate_a:.2f}' if rate_a else 'not measured'} | {f'{rate_o / rate_a:.2f}' if rate_a else ''} |")
-print(f"| controller peak RSS (VmHWM), at N at once | {ours['rss']:.1f} MiB | {cell(argo, 'rss', '{:.1f} MiB')} | {ratio('rss', True)} |")
-print(f"| controller CPU, N at once | {ours['cpu']:.1f} s | {cell(argo, 'cpu', '{:.1f} s')} | {ratio('cpu', True)} |")
-if "cpu" in argo:
-    print(f"| controller CPU per step | {1000 * ours['cpu'] / (5 * n):.1f} ms | {1000 * argo['cpu'] / (5 * an):.1f} ms | {ours['cpu'] / (5 * n) / (argo['cpu'] / (5 * an)):.2f} |")
-print(f"| step pods | {ours['pods']} (expected {5 * n}) | {cell(argo, 'pods', '{}')} (expected {5 * an if an else '-'}) | |")
-if an and an != n:
-    print(f"\nArgo ran {an} workflows at once, not {n} (ARGO_N): no ratio for the totals.")
-if rc or fails:
-    print(f"\nArgo's run did not finish (exit {rc}): {'; '.join(fails) or 'see its log above'}")
-PY
+python3 scripts/bench_report.py side-by-side --ours "$work/ours.json" --peer-out "$work/peer.out" \
+  --peer-rc "$peer_rc" --argo-version "${ARGO_VERSION:-v3.7.9}" --argo-requeue "$ARGO_REQUEUE"

@@ -13,14 +13,14 @@ RUNS="${RUNS:-10}"
 export KUBECONFIG="$ROOT/.local-cluster/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
-KUBECTL="${KUBECTL:-$(command -v kubectl)}"
-kubectl() { command "$KUBECTL" --request-timeout=60s "$@"; }
-say() { printf '[bench] %s\n' "$*" >&2; }
+SAY_TAG=bench
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 say "building the release operator"
 cargo build -q --release -p workflow-operator
 tests/cluster/cluster.sh up >&2
-kubectl apply --server-side -f deploy/crds/ >/dev/null
+kubectl apply --server-side -k crds/ >/dev/null
 
 work="$(mktemp -d)"
 operator_pid=""
@@ -42,7 +42,7 @@ for i in 0 1; do
   sha256sum "${versions[$i]}" | cut -d' ' -f1 >"$work/digest-$i"
 done
 
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+port="$(free_ports 1)"
 "$BIN" run --namespace "$ns" --plugin-namespace "$ns" --http-addr "127.0.0.1:$port" \
   >"$work/operator.log" 2>&1 &
 operator_pid=$!

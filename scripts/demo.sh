@@ -9,14 +9,8 @@ export KUBECONFIG="$STATE/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/debug/workflow-operator"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
-
-if [ -z "${KUBECTL:-}" ]; then
-  KUBECTL=kubectl
-  for k in /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33; do
-    if [ -x "$k" ]; then KUBECTL="$k"; break; fi
-  done
-fi
-kubectl() { "$KUBECTL" "$@"; }
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 
@@ -24,7 +18,7 @@ step "Starting the local cluster"
 tests/cluster/cluster.sh up
 
 step "Installing the CRDs"
-kubectl apply -f deploy/crds/
+kubectl apply -k crds/
 kubectl wait --for=condition=Established --timeout=60s \
   crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
 
@@ -36,7 +30,7 @@ cp "$TARGET"/plugins/*.wasm "$STATE/plugins/"
 if [ -f "$STATE/pids/operator.pid" ] && kill -0 "$(cat "$STATE/pids/operator.pid")" 2>/dev/null; then
   kill "$(cat "$STATE/pids/operator.pid")" && sleep 1
 fi
-port="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
+port="$(free_ports 1)"
 nohup "$BIN" run --plugin-dir "$STATE/plugins" --http-addr "127.0.0.1:$port" \
   >"$STATE/logs/operator.log" 2>&1 &
 echo $! >"$STATE/pids/operator.pid"

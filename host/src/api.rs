@@ -353,7 +353,7 @@ pub struct PluginRef {
 }
 
 /// Both CustomResourceDefinitions as one multi-document YAML, as `crdgen` prints and
-/// `deploy/crds/` holds.
+/// `crds/` holds.
 ///
 /// # Errors
 /// Serialization failed (never for these types).
@@ -375,10 +375,10 @@ mod tests {
     #[test]
     fn checked_in_crds_match_the_types() {
         let generated = crds_yaml().unwrap();
-        let checked_in = include_str!("../../deploy/crds/workflow.rxg456.cn.yaml");
+        let checked_in = include_str!("../../crds/workflow.rxg456.cn.yaml");
         assert!(
             generated == checked_in,
-            "deploy/crds/workflow.rxg456.cn.yaml is out of date with the Rust types: run `make manifests`"
+            "crds/workflow.rxg456.cn.yaml is out of date with the Rust types: run `make manifests`"
         );
     }
 

@@ -23,7 +23,7 @@ use operator::{
     seed_steps, served_digest, served_plugins, text,
 };
 use serde_json::Value;
-use workflow_e2e::repo_root;
+use workflow_e2e::{poll_until, repo_root};
 use workflow_operator::api::{LABEL_ATTEMPT, LABEL_GROUP_NAME, LABEL_STEP, LABEL_WORKFLOW_TYPE};
 
 /// Pods a group of the seed sample runs: pre-check 2, setup 2, post-check 1.
@@ -143,40 +143,50 @@ impl Snapshot {
 
 /// Polls `ns` until the operator's progress passes `from`; the time waited.
 fn wait_progress_beyond(ns: &str, from: usize, operator: &mut Operator) -> Duration {
-    let start = Instant::now();
-    loop {
-        if Snapshot::take(ns).is_some_and(|s| s.progress() > from) {
-            return start.elapsed();
-        }
-        operator.assert_running();
-        assert!(
-            start.elapsed() < TIMEOUT,
-            "no progress in {ns} for {TIMEOUT:?}; operator log: {}",
-            operator.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    let log = operator.log();
+    let ((), waited) = poll_until(
+        Duration::from_millis(50),
+        TIMEOUT,
+        &format!("progress in {ns} beyond {from}"),
+        || {
+            let snapshot = Snapshot::take(ns);
+            if snapshot.as_ref().is_some_and(|s| s.progress() > from) {
+                return Ok(());
+            }
+            operator.assert_running();
+            Err(snapshot)
+        },
+        |snapshot| match snapshot {
+            Some(s) => format!("progress {}:\n{}\n{log}", s.progress(), s.describe()),
+            None => format!("the API server did not answer\n{log}"),
+        },
+    );
+    waited
 }
 
 /// Waits until every group in `groups` is Completed; the time waited.
 fn wait_all_completed(ns: &str, groups: &[String], operator: &mut Operator) -> Duration {
-    let start = Instant::now();
-    loop {
-        let snapshot = Snapshot::take(ns);
-        if snapshot.as_ref().is_some_and(|s| s.all_completed(groups)) {
-            return start.elapsed();
-        }
-        operator.assert_running();
-        if start.elapsed() > TIMEOUT {
-            panic!(
-                "not every group of {ns} completed in {TIMEOUT:?}:\n{}\noperator log ({}):\n{}",
-                snapshot.map(|s| s.describe()).unwrap_or_default(),
-                operator.log_path().display(),
-                operator.log_text()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let log = operator.log();
+    let ((), waited) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        &format!("every group of {ns} to complete"),
+        || {
+            let snapshot = Snapshot::take(ns);
+            if snapshot.as_ref().is_some_and(|s| s.all_completed(groups)) {
+                return Ok(());
+            }
+            operator.assert_running();
+            Err(snapshot)
+        },
+        |snapshot| {
+            format!(
+                "{}\n{log}",
+                snapshot.map(|s| s.describe()).unwrap_or_default()
+            )
+        },
+    );
+    waited
 }
 
 /// Applies a seed-sample group named `name` in `ns`; returns the name.
@@ -467,23 +477,27 @@ fn a_plugin_replaced_by_a_broken_version_and_then_a_good_one_keeps_every_group_r
         "setup",
         b"this is not a WebAssembly component",
     );
-    let reported = loop {
-        let served = served_plugins(&mut operator);
-        let problems = served["problems"].to_string();
-        if problems.contains("setup.wasm") {
-            assert!(
-                problems.contains("still serving the last good version of setup"),
-                "{problems}"
-            );
-            assert_eq!(served_digest(&served, "setup"), Some(good.clone()));
-            break broken.elapsed();
-        }
-        assert!(
-            broken.elapsed() < TIMEOUT,
-            "the broken plugin was never reported: {served}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (served, _) = poll_until(
+        Duration::from_millis(20),
+        TIMEOUT,
+        "the broken plugin to be reported on /plugins",
+        || {
+            let served = served_plugins(&mut operator);
+            if served["problems"].to_string().contains("setup.wasm") {
+                Ok(served)
+            } else {
+                Err(served)
+            }
+        },
+        |served| format!("/plugins: {served}"),
+    );
+    let problems = served["problems"].to_string();
+    assert!(
+        problems.contains("still serving the last good version of setup"),
+        "{problems}"
+    );
+    assert_eq!(served_digest(&served, "setup"), Some(good.clone()));
+    let reported = broken.elapsed();
     groups.push(apply_group(&ns, "while-broken"));
 
     let fixed = Instant::now();
@@ -492,18 +506,22 @@ fn a_plugin_replaced_by_a_broken_version_and_then_a_good_one_keeps_every_group_r
         "setup",
         &std::fs::read(built_plugin("setup")).expect("read the built plugin"),
     );
-    let cleared = loop {
-        let served = served_plugins(&mut operator);
-        if served["problems"].as_array().is_some_and(Vec::is_empty) {
-            assert_eq!(served_digest(&served, "setup"), Some(good.clone()));
-            break fixed.elapsed();
-        }
-        assert!(
-            fixed.elapsed() < TIMEOUT,
-            "the problem was never cleared: {served}"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let (served, _) = poll_until(
+        Duration::from_millis(20),
+        TIMEOUT,
+        "the problem to be cleared on /plugins",
+        || {
+            let served = served_plugins(&mut operator);
+            if served["problems"].as_array().is_some_and(Vec::is_empty) {
+                Ok(served)
+            } else {
+                Err(served)
+            }
+        },
+        |served| format!("/plugins: {served}"),
+    );
+    assert_eq!(served_digest(&served, "setup"), Some(good.clone()));
+    let cleared = fixed.elapsed();
     let done = wait_all_completed(&ns, &groups, &mut operator);
     eprintln!(
         "plugin swap: the broken version reported on /plugins after {} ms; the good one back and the problem cleared after {} ms; all {} groups Completed {} ms later",

@@ -6,11 +6,13 @@
 #[path = "support/operator.rs"]
 mod operator;
 
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use operator::*;
+use rstest::rstest;
 use serde_json::{Value, json};
-use workflow_e2e::{FAIL_LABEL, repo_root};
+use workflow_e2e::{FAIL_LABEL, poll_until, repo_root};
 
 #[test]
 fn the_seed_sample_group_completes_with_workflows_created_in_order_and_pods_in_dependency_order() {
@@ -481,26 +483,6 @@ spec:
 }
 
 #[test]
-fn a_group_name_too_long_for_a_label_value_is_refused_at_apply_with_the_reason() {
-    let cluster = cluster();
-    let ns = cluster.fresh_namespace("e2e-long-name");
-    let name = format!("g{}", "x".repeat(76));
-    let yaml = group_yaml(&name, &["pre-check"], "", "");
-    let out = cluster.kubectl_with_stdin(&["-n", &ns, "apply", "-f", "-"], yaml.as_bytes());
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        !out.status.success(),
-        "a 77-character group name was accepted: {}{stderr}",
-        String::from_utf8_lossy(&out.stdout)
-    );
-    assert!(
-        stderr.contains("metadata.name must be at most 63 characters"),
-        "{stderr}"
-    );
-    assert!(list(&ns, "workflowgroups", None).is_empty());
-}
-
-#[test]
 fn a_plugin_configmap_is_served_at_once_and_a_broken_update_is_reported_while_the_last_good_version_serves()
  {
     let cluster = cluster();
@@ -525,17 +507,14 @@ fn a_plugin_configmap_is_served_at_once_and_a_broken_update_is_reported_while_th
         "post-check",
         "workflow.rxg456.cn/plugin=true",
     ]);
-    let good = loop {
-        if let Some(digest) = served_digest(&served_plugins(&mut operator), "post-check") {
-            break digest;
-        }
-        assert!(
-            labelled.elapsed() < Duration::from_secs(10),
-            "the labelled ConfigMap was not served: {}",
-            operator.log_text()
-        );
-        std::thread::sleep(Duration::from_millis(10));
-    };
+    let log = operator.log();
+    let (good, _) = poll_until(
+        Duration::from_millis(10),
+        Duration::from_secs(10),
+        "the labelled ConfigMap to be served",
+        || served_digest(&served_plugins(&mut operator), "post-check").ok_or(()),
+        |()| log.to_string(),
+    );
     let live = labelled.elapsed();
     eprintln!(
         "plugin ConfigMap served {} ms after `kubectl label` started",
@@ -775,136 +754,112 @@ spec:
 
 const ONE_TARGET: &str = "  - {name: node-1, ip: 192.168.1.101, role: Master}\n";
 
-#[test]
-fn a_group_without_workflow_types_is_refused_at_apply_with_the_reason() {
-    let ns = cluster().fresh_namespace("e2e-no-types");
-    let refusal = apply_refused(
-        &ns,
-        &group_with("empty", "[]", ONE_TARGET, ""),
-        "workflowgroups",
-    );
+/// A Workflow applied by hand, of `type_name`, with `targets` (a YAML flow list).
+fn workflow_with(name: &str, type_name: &str, targets: &str) -> String {
+    format!(
+        "apiVersion: workflow.rxg456.cn/v1alpha1
+kind: Workflow
+metadata:
+  name: {name}
+spec:
+  type: {type_name}
+  clusterName: test-cluster
+  targets: {targets}
+  steps:
+  - {{name: a, command: 'true'}}
+"
+    )
+}
+
+/// What the API server checks at `kubectl apply` (the CRDs' bounds and CEL rules): each case is
+/// an object it must refuse, the kind that must stay empty, and what the refusal must say.
+#[rstest]
+#[case::a_group_without_workflow_types(
+    group_with("empty", "[]", ONE_TARGET, ""),
+    "workflowgroups",
+    &["spec.workflowSteps", "at least 1 items"],
+)]
+#[case::a_group_listing_a_workflow_type_twice(
+    group_with("twice", "[pre-check, setup, pre-check]", ONE_TARGET, ""),
+    "workflowgroups",
+    &["spec.workflowSteps", "workflow type \"pre-check\" is listed more than once"],
+)]
+#[case::a_group_with_a_workflow_type_in_capitals_and_underscores(
+    group_with("bad-type", "[pre-check, \"Pre_Check\"]", ONE_TARGET, ""),
+    "workflowgroups",
+    &["spec.workflowSteps", "workflow type \"Pre_Check\" is not a valid name: a DNS label"],
+)]
+#[case::a_group_with_a_workflow_type_starting_with_a_dash(
+    group_with("bad-type", "[pre-check, \"-setup\"]", ONE_TARGET, ""),
+    "workflowgroups",
+    &["spec.workflowSteps", "workflow type \"-setup\" is not a valid name: a DNS label"],
+)]
+#[case::a_group_with_a_workflow_type_longer_than_a_dns_label(
+    group_with("bad-type", &format!("[pre-check, \"{}\"]", "x".repeat(64)), ONE_TARGET, ""),
+    "workflowgroups",
+    &["spec.workflowSteps", "spec.workflowSteps[1]: Too long: may not be more than 63"],
+)]
+#[case::a_group_with_params_for_a_type_it_does_not_list(
+    group_with(
+        "stray",
+        "[pre-check]",
+        ONE_TARGET,
+        "  params:\n    pre-check: {}\n    at: {schedule: \"2026-01-01T00:00:00Z\", command: date}\n",
+    ),
+    "workflowgroups",
+    &[
+        "spec.params",
+        "params are given for workflow type \"at\", which spec.workflowSteps does not list",
+    ],
+)]
+#[case::a_group_target_whose_ip_is_not_an_ip_address(
+    group_with(
+        "bad-ip",
+        "[pre-check]",
+        "  - {name: node-1, ip: 192.168.1.101}\n  - {name: node-2, ip: 192.168.1.300}\n",
+        "",
+    ),
+    "workflowgroups",
+    &["spec.targets[1].ip", "\"192.168.1.300\" is not an IPv4 or IPv6 address"],
+)]
+#[case::a_group_name_too_long_for_a_label_value(
+    group_yaml(&format!("g{}", "x".repeat(76)), &["pre-check"], "", ""),
+    "workflowgroups",
+    &["metadata.name must be at most 63 characters"],
+)]
+#[case::a_workflow_target_whose_ip_is_not_an_ip_address(
+    workflow_with("bad-ip", "pre-check", "[{name: node-1, ip: node-1.example.com}]"),
+    "workflows",
+    &["spec.targets[0].ip", "\"node-1.example.com\" is not an IPv4 or IPv6 address"],
+)]
+#[case::a_workflow_whose_type_is_not_a_dns_label(
+    workflow_with("bad-type", "Pre_Check", "[]"),
+    "workflows",
+    &["spec.type", "workflow type \"Pre_Check\" is not a valid name"],
+)]
+fn refused_at_apply_with_the_reason(
+    #[case] yaml: String,
+    #[case] kind: &str,
+    #[case] reason: &[&str],
+) {
+    let ns = cluster().fresh_namespace("e2e-refused");
+    let refusal = apply_refused(&ns, &yaml, kind);
+    let unsaid: Vec<&str> = reason
+        .iter()
+        .copied()
+        .filter(|text| !refusal.contains(text))
+        .collect();
     assert!(
-        refusal.contains("spec.workflowSteps") && refusal.contains("at least 1 items"),
-        "{refusal}"
+        unsaid.is_empty(),
+        "the refusal does not say {unsaid:?}:\n{refusal}"
     );
 }
 
 #[test]
-fn a_group_listing_a_workflow_type_twice_is_refused_at_apply_with_the_reason() {
-    let ns = cluster().fresh_namespace("e2e-twice");
-    let refusal = apply_refused(
-        &ns,
-        &group_with("twice", "[pre-check, setup, pre-check]", ONE_TARGET, ""),
-        "workflowgroups",
-    );
-    assert!(
-        refusal.contains("spec.workflowSteps")
-            && refusal.contains("workflow type \"pre-check\" is listed more than once"),
-        "{refusal}"
-    );
-}
-
-#[test]
-fn a_group_with_a_workflow_type_that_is_not_a_dns_label_is_refused_at_apply_with_the_reason() {
-    let ns = cluster().fresh_namespace("e2e-type-name");
-    for bad in ["Pre_Check", "-setup", &"x".repeat(64)] {
-        let refusal = apply_refused(
-            &ns,
-            &group_with(
-                "bad-type",
-                &format!("[pre-check, \"{bad}\"]"),
-                ONE_TARGET,
-                "",
-            ),
-            "workflowgroups",
-        );
-        assert!(refusal.contains("spec.workflowSteps"), "{refusal}");
-        let named = format!("workflow type \"{bad}\" is not a valid name: a DNS label");
-        let too_long = "spec.workflowSteps[1]: Too long: may not be more than 63";
-        assert!(
-            refusal.contains(&named) || (bad.len() > 63 && refusal.contains(too_long)),
-            "{bad}: {refusal}"
-        );
-    }
-}
-
-#[test]
-fn a_group_with_params_for_a_type_it_does_not_list_is_refused_at_apply_with_the_reason() {
-    let ns = cluster().fresh_namespace("e2e-stray-params");
-    let params = "  params:\n    pre-check: {}\n    at: {schedule: \"2026-01-01T00:00:00Z\", command: date}\n";
-    let refusal = apply_refused(
-        &ns,
-        &group_with("stray", "[pre-check]", ONE_TARGET, params),
-        "workflowgroups",
-    );
-    assert!(
-        refusal.contains("spec.params")
-            && refusal.contains(
-                "params are given for workflow type \"at\", which spec.workflowSteps does not list"
-            ),
-        "{refusal}"
-    );
-}
-
-#[test]
-fn a_target_whose_ip_is_not_an_ip_address_is_refused_at_apply_with_the_reason() {
-    let ns = cluster().fresh_namespace("e2e-target-ip");
-    let targets = "  - {name: node-1, ip: 192.168.1.101}\n  - {name: node-2, ip: 192.168.1.300}\n";
-    let refusal = apply_refused(
-        &ns,
-        &group_with("bad-ip", "[pre-check]", targets, ""),
-        "workflowgroups",
-    );
-    assert!(
-        refusal.contains("spec.targets[1].ip")
-            && refusal.contains("\"192.168.1.300\" is not an IPv4 or IPv6 address"),
-        "{refusal}"
-    );
-    // IPv6 is an IP address too.
+fn a_target_whose_ip_is_an_ipv6_address_is_accepted() {
+    let ns = cluster().fresh_namespace("e2e-ipv6");
     let targets = "  - {name: node-1, ip: \"fd00::1\"}\n";
     cluster().apply_yaml_in(&ns, &group_with("ipv6", "[pre-check]", targets, ""));
-
-    // The same for a Workflow applied by hand.
-    let workflow = "apiVersion: workflow.rxg456.cn/v1alpha1
-kind: Workflow
-metadata:
-  name: bad-ip
-spec:
-  type: pre-check
-  clusterName: test-cluster
-  targets:
-  - {name: node-1, ip: node-1.example.com}
-  steps:
-  - {name: a, command: 'true'}
-";
-    let refusal = apply_refused(&ns, workflow, "workflows");
-    assert!(
-        refusal.contains("spec.targets[0].ip")
-            && refusal.contains("\"node-1.example.com\" is not an IPv4 or IPv6 address"),
-        "{refusal}"
-    );
-}
-
-#[test]
-fn a_workflow_whose_type_is_not_a_dns_label_is_refused_at_apply_with_the_reason() {
-    let ns = cluster().fresh_namespace("e2e-wf-type");
-    let workflow = "apiVersion: workflow.rxg456.cn/v1alpha1
-kind: Workflow
-metadata:
-  name: bad-type
-spec:
-  type: Pre_Check
-  clusterName: test-cluster
-  targets: []
-  steps:
-  - {name: a, command: 'true'}
-";
-    let refusal = apply_refused(&ns, workflow, "workflows");
-    assert!(
-        refusal.contains("spec.type")
-            && refusal.contains("workflow type \"Pre_Check\" is not a valid name"),
-        "{refusal}"
-    );
 }
 
 #[test]
@@ -986,30 +941,38 @@ spec:
 }
 
 /// The objects of the kustomize base `deploy/` as `kubectl apply -k` would send them, with the
-/// built-in plugins where `make deploy-plugins` puts them (in a copy of the base).
+/// built-in plugins where `make deploy-plugins` puts them (in a copy of the base and of the
+/// `crds/` it takes, side by side as in the repository).
 fn rendered_install() -> (Vec<Value>, Vec<u8>) {
-    let base = tempfile::tempdir().expect("temporary directory");
-    let deploy = repo_root().join("deploy");
-    for file in [
-        "kustomization.yaml",
-        "namespace.yaml",
-        "rbac.yaml",
-        "operator.yaml",
-    ] {
-        std::fs::copy(deploy.join(file), base.path().join(file)).expect("copy the base");
-    }
-    let crds = "crds/workflow.rxg456.cn.yaml";
-    std::fs::create_dir_all(base.path().join("crds")).expect("crds directory");
-    std::fs::copy(deploy.join(crds), base.path().join(crds)).expect("copy the CRDs");
-    std::fs::create_dir_all(base.path().join("plugins")).expect("plugins directory");
+    let copy = tempfile::tempdir().expect("temporary directory");
+    let copy_files = |dir: &str, files: &[&str]| {
+        std::fs::create_dir_all(copy.path().join(dir)).expect("create a directory");
+        for file in files {
+            let path = Path::new(dir).join(file);
+            std::fs::copy(repo_root().join(&path), copy.path().join(&path))
+                .unwrap_or_else(|e| panic!("copy {}: {e}", path.display()));
+        }
+    };
+    copy_files(
+        "deploy",
+        &[
+            "kustomization.yaml",
+            "namespace.yaml",
+            "rbac.yaml",
+            "operator.yaml",
+        ],
+    );
+    copy_files("crds", &["kustomization.yaml", "workflow.rxg456.cn.yaml"]);
+    let base = copy.path().join("deploy");
+    std::fs::create_dir_all(base.join("plugins")).expect("plugins directory");
     for t in ["pre-check", "setup", "post-check", "at"] {
         std::fs::copy(
             built_plugin(t),
-            base.path().join("plugins").join(format!("{t}.wasm")),
+            base.join("plugins").join(format!("{t}.wasm")),
         )
         .expect("copy a plugin");
     }
-    let yaml = cluster().kubectl_ok(&["kustomize", &base.path().to_string_lossy()]);
+    let yaml = cluster().kubectl_ok(&["kustomize", &base.to_string_lossy()]);
     let out = cluster().kubectl_with_stdin(
         &["create", "--dry-run=client", "-o", "json", "-f", "-"],
         yaml.as_bytes(),

@@ -6,6 +6,7 @@ use std::path::PathBuf;
 use std::process::{Command, Output};
 
 use plugin_support::{builtin_path, test_plugin_path};
+use workflow_e2e::repo_root;
 
 fn sample_group() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/workflowgroup-sample.yaml")
@@ -249,23 +250,13 @@ fn deeply_nested_params_fail_fast_with_one_line() {
     );
 }
 
-/// The target directory the workspace builds into: the scaffolded crate builds there too, so
-/// its dependencies (compiled for the built-in plugins already) are not built again.
-fn workspace_target_dir() -> PathBuf {
-    std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"))
-}
-
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
+/// Runs cargo in `dir` with the workspace's target directory: the scaffolded crate builds there
+/// too, so its dependencies (compiled for the built-in plugins already) are not built again.
 fn cargo_in(dir: &std::path::Path, args: &[&str]) -> Output {
     Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(args)
         .current_dir(dir)
-        .env("CARGO_TARGET_DIR", workspace_target_dir())
+        .env("CARGO_TARGET_DIR", workflow_e2e::target_dir())
         .output()
         .expect("run cargo")
 }
@@ -311,7 +302,7 @@ fn plugin_new_scaffolds_a_crate_that_builds_passes_its_tests_and_renders() {
         ],
     );
     assert!(build.status.success(), "{}", stderr(&build));
-    let wasm = workspace_target_dir().join("wasm32-wasip2/plugin/scaffold_check.wasm");
+    let wasm = workflow_e2e::target_dir().join("wasm32-wasip2/plugin/scaffold_check.wasm");
     let wasm = arg(wasm);
 
     // The group.yaml it comes with renders: the default command, and the renamed

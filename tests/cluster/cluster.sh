@@ -16,6 +16,8 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "${HERE}/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "${REPO_ROOT}/scripts/lib.sh"
 STATE_DIR="${WORKFLOW_CLUSTER_DIR:-${REPO_ROOT}/.local-cluster}"
 PKI="${STATE_DIR}/pki"
 LOGS="${STATE_DIR}/logs"
@@ -31,15 +33,8 @@ START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
 die() { echo "cluster.sh: error: $*" >&2; exit 1; }
 log() { echo "[cluster] $*"; }
 
-# kubectl: $KUBECTL if set, else the 1.33 client when installed side by side (within the
-# supported +/-1 skew of the 1.34 server), else whatever `kubectl` is on PATH.
-if [[ -z "${KUBECTL:-}" ]]; then
-  KUBECTL=kubectl
-  for k in /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33; do
-    if [[ -x "${k}" ]]; then KUBECTL="${k}"; break; fi
-  done
-fi
-kc() { KUBECONFIG="${KUBECONFIG_FILE}" "${KUBECTL}" --request-timeout=10s "$@"; }
+# kubectl (scripts/lib.sh chooses the client) on this cluster, with a short request timeout.
+kc() { KUBECONFIG="${KUBECONFIG_FILE}" KUBECTL_REQUEST_TIMEOUT=10s kubectl "$@"; }
 
 pid_of() {
   local f="${PIDS}/$1.pid"
@@ -87,21 +82,6 @@ fail_start() {
   done
   echo "cluster.sh: logs are in ${LOGS}; run '$0 down' to clean up" >&2
   exit 1
-}
-
-free_ports() {
-  # Prints N distinct free TCP ports on 127.0.0.1.
-  python3 - "$1" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[1])):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-for s in socks:
-    s.close()
-PY
 }
 
 # start <component> <binary> args... : runs in its own session, detached from our

@@ -7,15 +7,6 @@ use std::sync::{Arc, OnceLock};
 
 use workflow_operator::plugin::{GroupContext, Plugin, Runtime, RuntimeConfig, Target};
 
-/// The cargo target directory: `CARGO_TARGET_DIR` when set, else the workspace's `target/`.
-pub fn target_dir() -> PathBuf {
-    let workspace = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
-    match std::env::var_os("CARGO_TARGET_DIR") {
-        Some(dir) => workspace.join(dir),
-        None => workspace.join("target"),
-    }
-}
-
 fn read_wasm(path: PathBuf) -> Vec<u8> {
     match std::fs::read(&path) {
         Ok(bytes) => bytes,
@@ -28,16 +19,12 @@ fn read_wasm(path: PathBuf) -> Vec<u8> {
 
 /// Path of a built-in plugin, `target/plugins/<type>.wasm`.
 pub fn builtin_path(type_name: &str) -> PathBuf {
-    target_dir()
-        .join("plugins")
-        .join(format!("{type_name}.wasm"))
+    workflow_e2e::built_wasm("plugins", type_name)
 }
 
 /// Path of a test plugin, `target/test-plugins/<name>.wasm`.
 pub fn test_plugin_path(name: &str) -> PathBuf {
-    target_dir()
-        .join("test-plugins")
-        .join(format!("{name}.wasm"))
+    workflow_e2e::built_wasm("test-plugins", name)
 }
 
 /// Bytes of a built-in plugin; fails (never skips) when it was not built.

@@ -6,13 +6,14 @@
 // Each test binary uses a part of it.
 #![allow(dead_code)]
 
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
-use workflow_e2e::{Cluster, repo_root};
+use workflow_e2e::{Cluster, poll_until, repo_root};
 
 /// How long a test waits for anything before it fails.
 pub const TIMEOUT: Duration = Duration::from_secs(120);
@@ -26,8 +27,8 @@ pub fn cluster() -> &'static Cluster {
     static CRDS: OnceLock<()> = OnceLock::new();
     let cluster = Cluster::shared();
     CRDS.get_or_init(|| {
-        let crds = repo_root().join("deploy/crds");
-        cluster.kubectl_ok(&["apply", "-f", &crds.to_string_lossy()]);
+        let crds = repo_root().join("crds");
+        cluster.kubectl_ok(&["apply", "-k", &crds.to_string_lossy()]);
         cluster.kubectl_ok(&[
             "wait",
             "--for=condition=Established",
@@ -46,10 +47,7 @@ pub fn built_plugin(type_name: &str) -> PathBuf {
 
 /// `<target>/<dir>/<name>.wasm`, as `make plugins` builds it.
 pub fn built(dir: &str, name: &str) -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| repo_root().join("target"));
-    let path = target.join(dir).join(format!("{name}.wasm"));
+    let path = workflow_e2e::built_wasm(dir, name);
     assert!(
         path.exists(),
         "{} is missing: run `make plugins` first",
@@ -232,19 +230,28 @@ impl Operator {
         &self.log
     }
 
+    /// Its log, to read apart from the process (while a wait holds the process itself).
+    pub fn log(&self) -> OperatorLog {
+        OperatorLog(self.log.clone())
+    }
+
     /// Waits until the log has a line containing `text`; returns the time waited.
     pub fn wait_for_log(&mut self, text: &str) -> Duration {
-        let start = Instant::now();
-        while !self.log_text().contains(text) {
-            self.assert_running();
-            assert!(
-                start.elapsed() < TIMEOUT,
-                "the operator never logged {text:?}: {}",
-                self.log_text()
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        start.elapsed()
+        let log = self.log();
+        let ((), waited) = poll_until(
+            Duration::from_millis(20),
+            TIMEOUT,
+            &format!("the operator to log {text:?}"),
+            || {
+                if log.text().contains(text) {
+                    return Ok(());
+                }
+                self.assert_running();
+                Err(())
+            },
+            |()| log.to_string(),
+        );
+        waited
     }
 
     /// The address of its HTTP endpoints, from its log.
@@ -286,12 +293,12 @@ impl Operator {
         (code.trim().parse().unwrap_or(0), body.to_string())
     }
 
-    /// Panics, with the log, if the process has exited.
     /// Whether the process has ended.
     pub fn exited(&mut self) -> bool {
         matches!(self.child.try_wait(), Ok(Some(_)))
     }
 
+    /// Panics, with the log, if the process has exited.
     pub fn assert_running(&mut self) {
         if let Ok(Some(status)) = self.child.try_wait() {
             panic!("the operator exited ({status}); log: {}", self.log_text());
@@ -299,13 +306,29 @@ impl Operator {
     }
 
     pub fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.log().text()
     }
 
     /// Kills the process with SIGKILL, without letting it clean up, as a crash would.
     pub fn crash(mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+/// An operator's log file; displayed as its path and its whole text, for a failure message.
+pub struct OperatorLog(PathBuf);
+
+impl OperatorLog {
+    /// What the operator has logged so far.
+    pub fn text(&self) -> String {
+        std::fs::read_to_string(&self.0).unwrap_or_default()
+    }
+}
+
+impl fmt::Display for OperatorLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "operator log ({}):\n{}", self.0.display(), self.text())
     }
 }
 
@@ -354,23 +377,28 @@ pub fn condition_message(obj: &Value) -> String {
 
 /// Waits until group `ns/name` is in phase `want`, failing if the operator exits.
 pub fn wait_group_phase(ns: &str, name: &str, want: &str, operator: &mut Operator) -> Duration {
-    let start = Instant::now();
-    loop {
-        let group = get(ns, &format!("workflowgroup/{name}"));
-        let phase = group["status"]["phase"].as_str().unwrap_or("").to_string();
-        if phase == want {
-            return start.elapsed();
-        }
-        operator.assert_running();
-        if start.elapsed() > TIMEOUT {
-            panic!(
-                "group {ns}/{name} is {phase:?}, not {want:?}, after {TIMEOUT:?}\n{}\noperator log:\n{}",
+    let log = operator.log();
+    let ((), waited) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        &format!("group {ns}/{name} to be {want}"),
+        || {
+            let group = get(ns, &format!("workflowgroup/{name}"));
+            let phase = group["status"]["phase"].as_str().unwrap_or("").to_string();
+            if phase == want {
+                return Ok(());
+            }
+            operator.assert_running();
+            Err(phase)
+        },
+        |phase| {
+            format!(
+                "group {ns}/{name} is {phase:?}, not {want:?}\n{}\n{log}",
                 cluster().kubectl_ok(&["-n", ns, "get", "wfg,wf,pods", "-o", "wide"]),
-                operator.log_text()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(100));
-    }
+            )
+        },
+    );
+    waited
 }
 
 /// A group of the seed sample's kind running `types`, with `extra_spec` appended to its spec

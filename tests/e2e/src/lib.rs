@@ -17,7 +17,11 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+mod poll;
+
+pub use poll::poll_until;
 
 /// Environment variable naming an existing kubeconfig to use instead of
 /// starting the local cluster.
@@ -65,6 +69,24 @@ pub fn repo_root() -> PathBuf {
         .find(|dir| dir.join("tests/cluster/cluster.sh").is_file())
         .map(Path::to_path_buf)
         .unwrap_or(start)
+}
+
+/// The cargo target directory the workspace builds into: `CARGO_TARGET_DIR` when set, else
+/// `target/` at the repository root. Cargo reads a relative `CARGO_TARGET_DIR` from the directory
+/// it runs in, and `make`, `plugins/build.sh` and CI run it at the repository root, so a relative
+/// one is taken from there too (a test runs in its package's directory, not the root).
+pub fn target_dir() -> PathBuf {
+    let root = repo_root();
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|d| !d.is_empty()) {
+        Some(dir) => root.join(dir),
+        None => root.join("target"),
+    }
+}
+
+/// `<target>/<dir>/<name>.wasm`, where `make plugins` (`plugins/build.sh`) puts a plugin: `dir`
+/// is `plugins` for the built-in types, `test-plugins` for the test plugins. It may not exist.
+pub fn built_wasm(dir: &str, name: &str) -> PathBuf {
+    target_dir().join(dir).join(format!("{name}.wasm"))
 }
 
 /// The `kubectl` program the harness runs: `$KUBECTL` if set, else a 1.34 or
@@ -251,16 +273,14 @@ impl Cluster {
         timeout: Duration,
         mut condition: impl FnMut() -> bool,
     ) -> Duration {
-        let start = Instant::now();
-        loop {
-            if condition() {
-                return start.elapsed();
-            }
-            if start.elapsed() >= timeout {
-                panic!("timed out after {timeout:?} waiting for {description}");
-            }
-            std::thread::sleep(Duration::from_millis(250));
-        }
+        let ((), waited) = poll_until(
+            Duration::from_millis(250),
+            timeout,
+            description,
+            || if condition() { Ok(()) } else { Err(()) },
+            |()| String::new(),
+        );
+        waited
     }
 
     /// Creates a namespace with a unique name starting with `prefix` (lower

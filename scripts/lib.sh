@@ -1,0 +1,37 @@
+# What the scripts of this repository share (scripts/*.sh, tests/cluster/*.sh, the Makefile's
+# kubectl): `source "<repo>/scripts/lib.sh"`. Sourcing it only defines; it runs nothing.
+# shellcheck shell=bash
+
+# The kubectl to run: $KUBECTL if set, else a 1.34 or 1.33 client installed side by side in the
+# Google Cloud SDK layout (within the supported +/-1 skew of the local cluster's 1.34 server),
+# else `kubectl` on PATH. The Rust harness (workflow_e2e::kubectl_program) makes the same choice.
+if [[ -z "${KUBECTL:-}" ]]; then
+  KUBECTL=kubectl
+  for _kubectl in /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33; do
+    if [[ -x "${_kubectl}" ]]; then KUBECTL="${_kubectl}"; break; fi
+  done
+  unset _kubectl
+fi
+
+# kubectl <args>: $KUBECTL with a request timeout ($KUBECTL_REQUEST_TIMEOUT, default 60s), so a
+# wedged API server fails the call instead of hanging the script.
+kubectl() { command "${KUBECTL}" --request-timeout="${KUBECTL_REQUEST_TIMEOUT:-60s}" "$@"; }
+
+# say <words>: a progress line on stderr, tagged with $SAY_TAG (default: the script's name).
+say() { printf '[%s] %s\n' "${SAY_TAG:-$(basename "$0" .sh)}" "$*" >&2; }
+
+# free_ports [n]: n (default 1) distinct free TCP ports on 127.0.0.1, on one line. All are
+# held open until all are picked, so they differ.
+free_ports() {
+  python3 - "${1:-1}" <<'PY'
+import socket, sys
+socks = []
+for _ in range(int(sys.argv[1])):
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.bind(("127.0.0.1", 0))
+    socks.append(s)
+print(" ".join(str(s.getsockname()[1]) for s in socks))
+for s in socks:
+    s.close()
+PY
+}
