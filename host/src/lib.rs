@@ -4,7 +4,7 @@
 //!   the Kubernetes-free model of targets and steps (`workflow-model`).
 //! - [`plugin`]: the sandboxed plugin runtime and the hot-reloading registry (no Kubernetes types).
 //! - [`render`]: group + plugin -> Workflow, shared by the controller and the CLI.
-//! - [`graph`]: a workflow's steps as a validated dependency graph.
+//! - [`graph`]: a workflow's steps as a validated dependency graph (from `workflow-model`).
 //! - [`controllers`]: the WorkflowGroup and Workflow controllers.
 //! - [`cli`]: subcommands of the `workflow-operator` binary.
 //! - [`http`]: health, readiness, metrics and the loaded plugins.
@@ -14,9 +14,10 @@
 pub mod api;
 pub mod cli;
 pub mod controllers;
-pub mod graph;
 pub mod http;
 pub mod leader;
 pub mod plugin;
 pub mod plugin_configmaps;
 pub mod render;
+
+pub use workflow_model::graph;

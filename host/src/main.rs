@@ -7,8 +7,8 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand};
 use kube::runtime::events::Reporter;
 use tracing::info;
+use workflow_model::text::printable;
 use workflow_operator::cli::plugin::PluginCommand;
-use workflow_operator::controllers::status::printable;
 use workflow_operator::controllers::{self, Metrics, OperatorConfig};
 
 /// jemalloc instead of the C library's allocator: glibc keeps much of what a burst freed (the

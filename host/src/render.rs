@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use kube::{Resource, ResourceExt, api::ObjectMeta};
 use sha2::{Digest, Sha256};
+use workflow_model::text;
 
 use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WORKFLOW_TYPE, Workflow, WorkflowGroup,
@@ -115,16 +116,9 @@ pub fn workflow_name(group: &WorkflowGroup, workflow_type: &str) -> String {
 /// `parts` joined by `-`, shortened so that with `-suffix` the result has at most `max`
 /// characters and still ends in a letter or digit before the suffix.
 pub fn bounded_name(parts: &[&str], suffix: &str, max: usize) -> String {
-    let mut base = parts.join("-");
+    let base = parts.join("-");
     let room = max.saturating_sub(suffix.len() + 1);
-    if base.len() > room {
-        let mut cut = room;
-        while !base.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        base.truncate(cut);
-    }
-    let base = base.trim_end_matches(['-', '.']);
+    let base = text::prefix(&base, room).trim_end_matches(['-', '.']);
     format!("{base}-{suffix}")
 }
 

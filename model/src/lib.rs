@@ -1,13 +1,20 @@
-//! The one model of what a workflow is made of: [`Target`], [`Step`] and [`EnvVar`].
+//! The one model of what a workflow is made of: [`Target`], [`Step`] and [`EnvVar`], and of what
+//! a plugin decides about a step: [`Gate`], [`StepOutcome`] and [`Verdict`].
 //!
 //! The operator's API types (`Workflow.spec.steps`, `spec.targets`), its plugin runtime and
 //! the plugin SDK all use these types, so a step field is added in one place. They know
 //! nothing of Kubernetes or WebAssembly: each side converts only at its own edge (the WIT
-//! bindings). The serde names are the API's wire format (camelCase; empty optional fields are
-//! left out), and the doc comments are the CRD's field descriptions.
+//! bindings). The serde names of targets and steps are the API's wire format (camelCase; empty
+//! optional fields are left out), and their doc comments are the CRD's field descriptions.
+//!
+//! Beside the types: [`graph`], a workflow's steps as a validated dependency graph, and
+//! [`text`], how text from plugins is made fit for conditions, Events and logs.
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+pub mod graph;
+pub mod text;
 
 /// A node a workflow acts on (a group's `spec.targets[]`). Data only: nothing connects to it.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -174,6 +181,66 @@ impl Step {
     }
 }
 
+/// Whether a step may start: a plugin's `gate` answer.
+///
+/// ```
+/// use workflow_model::Gate;
+///
+/// let now = 1_700_000_000;
+/// let gate = Gate::NotBefore(now + 60);
+/// assert!(matches!(gate, Gate::NotBefore(t) if t > now));
+/// ```
+// Not part of the API: serialized under its Rust names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Gate {
+    /// Start it as soon as its dependencies are Completed.
+    StartNow,
+    /// Not before this time, in seconds since the Unix epoch (UTC).
+    NotBefore(i64),
+}
+
+/// The evidence of one finished attempt of a step, handed to a plugin's `evaluate`.
+///
+/// ```
+/// use workflow_model::StepOutcome;
+///
+/// let outcome = StepOutcome { exit_code: Some(1), message: "disk full".into(), attempt: 1, ..StepOutcome::default() };
+/// assert!(!outcome.succeeded);
+/// ```
+// Not part of the API: serialized under its Rust names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct StepOutcome {
+    /// Whether the step's pod succeeded.
+    pub succeeded: bool,
+    /// The container's exit code, when known.
+    pub exit_code: Option<i32>,
+    /// The container's termination message (its last output), possibly empty.
+    pub message: String,
+    /// Which attempt this was, from 1.
+    pub attempt: u32,
+    /// How long the attempt ran, in milliseconds.
+    pub duration_ms: u64,
+}
+
+/// A plugin's judgement of a finished attempt.
+///
+/// ```
+/// use workflow_model::Verdict;
+///
+/// let verdict = Verdict::Retry("the mirror timed out".into());
+/// assert_ne!(verdict, Verdict::Completed);
+/// ```
+// Not part of the API: serialized under its Rust names.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Verdict {
+    /// The step succeeded.
+    Completed,
+    /// The step failed, for this reason (shown to users).
+    Failed(String),
+    /// Run the step again, within its `retries`, for this reason.
+    Retry(String),
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +297,29 @@ mod tests {
         assert_eq!(
             json,
             r#"{"name":"a","command":"true","dependsOn":["b"],"timeoutSeconds":5}"#
+        );
+    }
+
+    #[test]
+    fn gates_outcomes_and_verdicts_serialize_under_their_rust_names() {
+        fn json<T: Serialize>(value: &T) -> String {
+            serde_json::to_string(value).expect("it serializes")
+        }
+        assert_eq!(json(&Gate::StartNow), r#""StartNow""#);
+        assert_eq!(json(&Gate::NotBefore(5)), r#"{"NotBefore":5}"#);
+        assert_eq!(json(&Verdict::Completed), r#""Completed""#);
+        assert_eq!(json(&Verdict::Failed("x".into())), r#"{"Failed":"x"}"#);
+        assert_eq!(json(&Verdict::Retry("y".into())), r#"{"Retry":"y"}"#);
+        let outcome = StepOutcome {
+            succeeded: true,
+            exit_code: Some(0),
+            message: "ok".into(),
+            attempt: 2,
+            duration_ms: 30,
+        };
+        assert_eq!(
+            json(&outcome),
+            r#"{"succeeded":true,"exit_code":0,"message":"ok","attempt":2,"duration_ms":30}"#
         );
     }
 }

@@ -1,10 +1,13 @@
 //! Glue between the generated bindings and [`WorkflowType`]; called by
 //! [`export_workflow_type!`](crate::export_workflow_type). Not a public API.
+//!
+//! It is the guest's WIT edge: every conversion between the generated bindings and the model
+//! (or the SDK's own types) is in the section at the end of this file.
 
 use crate::WorkflowType;
 use crate::bindings::exports::workflow::plugin::workflow_type as wit;
 use crate::bindings::workflow::plugin::types as wit_types;
-use crate::types::{Context, EnvVar, Error, Gate, Step, StepOutcome, Target, Verdict};
+use crate::types::{Context, EnvVar, Error, Gate, Info, Step, StepOutcome, Target, Verdict};
 
 /// `info`: the author's [`Info`](crate::Info) plus the JSON Schema of the params.
 pub fn info<T: WorkflowType>() -> wit::PluginInfo {
@@ -13,12 +16,7 @@ pub fn info<T: WorkflowType>() -> wit::PluginInfo {
     // Serializing a schema cannot fail (string keys, finite numbers); fall back to "accept
     // anything" rather than panic if it ever does.
     let params_schema = serde_json::to_string(&schema).unwrap_or_else(|_| "{}".to_owned());
-    wit::PluginInfo {
-        type_name: info.type_name,
-        version: info.version,
-        description: info.description,
-        params_schema,
-    }
+    plugin_info(info, params_schema)
 }
 
 /// `validate`: deserialize, then the author's checks.
@@ -47,29 +45,15 @@ pub fn gate<T: WorkflowType>(step: wit::Step, ctx: wit::Context) -> wit::GateDec
                 "cannot gate step `{}`: {e}; holding it",
                 step.name
             ));
-            return wit::GateDecision::NotBefore(i64::MAX);
+            return Gate::NotBefore(i64::MAX).into();
         }
     };
-    match T::gate(&step.into(), &ctx) {
-        Gate::StartNow => wit::GateDecision::StartNow,
-        Gate::NotBefore(t) => wit::GateDecision::NotBefore(t),
-    }
+    T::gate(&step.into(), &ctx).into()
 }
 
 /// `evaluate`: the author's success logic.
 pub fn evaluate<T: WorkflowType>(step: wit::Step, outcome: wit::StepOutcome) -> wit::Verdict {
-    let outcome = StepOutcome {
-        succeeded: outcome.succeeded,
-        exit_code: outcome.exit_code,
-        message: outcome.message,
-        attempt: outcome.attempt,
-        duration_ms: outcome.duration_ms,
-    };
-    match T::evaluate(&step.into(), &outcome) {
-        Verdict::Completed => wit::Verdict::Completed,
-        Verdict::Failed(reason) => wit::Verdict::Failed(reason),
-        Verdict::Retry(reason) => wit::Verdict::Retry(reason),
-    }
+    T::evaluate(&step.into(), &outcome.into()).into()
 }
 
 /// Deserializes a params JSON, naming the offending field in the error.
@@ -106,6 +90,10 @@ fn without_position(e: &serde_json::Error) -> String {
     }
 }
 
+// The WIT edge: the only conversions between the model (and the SDK's own types) and the
+// generated bindings.
+
+/// The context in the SDK's shape, its params deserialized into `P`.
 fn context<P: serde::de::DeserializeOwned>(ctx: wit::Context) -> Result<Context<P>, Error> {
     Ok(Context {
         params: parse_params(&ctx.params)?,
@@ -116,8 +104,6 @@ fn context<P: serde::de::DeserializeOwned>(ctx: wit::Context) -> Result<Context<
         now: ctx.now,
     })
 }
-
-// The WIT edge: the only conversions between the model and the generated bindings.
 
 impl From<Step> for wit_types::Step {
     fn from(step: Step) -> Self {
@@ -174,6 +160,47 @@ impl From<wit_types::Target> for Target {
             ip: t.ip,
             role: t.role,
         }
+    }
+}
+
+impl From<Gate> for wit_types::GateDecision {
+    fn from(gate: Gate) -> Self {
+        match gate {
+            Gate::StartNow => Self::StartNow,
+            Gate::NotBefore(t) => Self::NotBefore(t),
+        }
+    }
+}
+
+impl From<wit_types::StepOutcome> for StepOutcome {
+    fn from(o: wit_types::StepOutcome) -> Self {
+        Self {
+            succeeded: o.succeeded,
+            exit_code: o.exit_code,
+            message: o.message,
+            attempt: o.attempt,
+            duration_ms: o.duration_ms,
+        }
+    }
+}
+
+impl From<Verdict> for wit_types::Verdict {
+    fn from(verdict: Verdict) -> Self {
+        match verdict {
+            Verdict::Completed => Self::Completed,
+            Verdict::Failed(reason) => Self::Failed(reason),
+            Verdict::Retry(reason) => Self::Retry(reason),
+        }
+    }
+}
+
+/// What `info` returns: the author's [`Info`] and the params' JSON Schema, as JSON text.
+fn plugin_info(info: Info, params_schema: String) -> wit_types::PluginInfo {
+    wit_types::PluginInfo {
+        type_name: info.type_name,
+        version: info.version,
+        description: info.description,
+        params_schema,
     }
 }
 
@@ -347,6 +374,39 @@ mod tests {
             evaluate::<Minimal>(step, outcome(3)),
             wit::Verdict::Failed(reason) if reason == "exit code 3: boom"
         ));
+    }
+
+    #[test]
+    fn gates_verdicts_and_outcomes_cross_the_edge_unchanged() {
+        assert!(matches!(
+            wit::GateDecision::from(Gate::NotBefore(42)),
+            wit::GateDecision::NotBefore(42)
+        ));
+        assert!(matches!(
+            wit::Verdict::from(Verdict::Retry("again".into())),
+            wit::Verdict::Retry(reason) if reason == "again"
+        ));
+        assert!(matches!(
+            wit::Verdict::from(Verdict::Failed("no".into())),
+            wit::Verdict::Failed(reason) if reason == "no"
+        ));
+        let outcome = wit::StepOutcome {
+            succeeded: false,
+            exit_code: None,
+            message: "m".into(),
+            attempt: 3,
+            duration_ms: 9,
+        };
+        assert_eq!(
+            StepOutcome::from(outcome),
+            StepOutcome {
+                succeeded: false,
+                exit_code: None,
+                message: "m".into(),
+                attempt: 3,
+                duration_ms: 9,
+            }
+        );
     }
 
     #[test]

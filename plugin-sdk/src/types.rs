@@ -2,7 +2,8 @@
 
 use std::fmt;
 
-pub use workflow_model::{EnvVar, Step, Target};
+use workflow_model::text::{self, Marker};
+pub use workflow_model::{EnvVar, Gate, Step, StepOutcome, Target, Verdict};
 
 /// What a plugin knows of the group it works for, with its parameters already deserialized.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -109,41 +110,6 @@ impl Info {
     }
 }
 
-/// Whether a step may start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Gate {
-    /// Start it as soon as its dependencies are Completed.
-    StartNow,
-    /// Not before this time, in seconds since the Unix epoch (UTC).
-    NotBefore(i64),
-}
-
-/// The evidence of one finished attempt of a step.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct StepOutcome {
-    /// Whether the step's pod succeeded.
-    pub succeeded: bool,
-    /// The container's exit code, when known.
-    pub exit_code: Option<i32>,
-    /// The container's termination message (its last output), possibly empty.
-    pub message: String,
-    /// Which attempt this was, from 1.
-    pub attempt: u32,
-    /// How long the attempt ran, in milliseconds.
-    pub duration_ms: u64,
-}
-
-/// A plugin's judgement of a finished attempt.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Verdict {
-    /// The step succeeded.
-    Completed,
-    /// The step failed, for this reason (shown to users).
-    Failed(String),
-    /// Run the step again, within its `retries`, for this reason.
-    Retry(String),
-}
-
 /// Longest part of a termination message quoted in a verdict's reason, in bytes.
 const MAX_QUOTED: usize = 1024;
 
@@ -183,15 +149,7 @@ pub(crate) fn failure_reason(outcome: &StepOutcome) -> String {
 
 /// The message trimmed, and cut (on a character boundary) to at most [`MAX_QUOTED`] bytes.
 pub(crate) fn quote(message: &str) -> String {
-    let message = message.trim();
-    if message.len() <= MAX_QUOTED {
-        return message.to_owned();
-    }
-    let mut end = MAX_QUOTED;
-    while !message.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &message[..end])
+    text::truncate(message.trim(), MAX_QUOTED, Marker::Dots).into_owned()
 }
 
 /// An error a plugin returns: a message for the user, naming what is wrong.

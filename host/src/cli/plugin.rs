@@ -4,11 +4,11 @@
 //! operator, and `render` goes through the controller's own code path
 //! ([`crate::render::render_workflow`]).
 
-use crate::controllers::status::printable;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::{Context as _, anyhow, bail};
+use workflow_model::text::printable;
 
 use crate::api::WorkflowGroup;
 use crate::plugin::{Plugin, Runtime, RuntimeConfig, StepOutcome, Verdict};

@@ -186,7 +186,7 @@ fn check_name(name: &str) -> anyhow::Result<()> {
     check_dns_label(name).map_err(|reason| {
         anyhow!(
             "\"{}\" is not a valid workflow type name: {reason} (a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)",
-            crate::controllers::status::printable(name, 80)
+            workflow_model::text::printable(name, 80)
         )
     })
 }

@@ -7,6 +7,9 @@ use kube::runtime::events::EventType;
 
 use crate::api::{CONDITION_SUCCEEDED, ConditionStatus};
 
+// Plugin text made safe to show a person (escaped, cut); the controllers take it from here.
+pub use workflow_model::text::printable;
+
 /// A change a user cares about, published as an Event.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Transition {
@@ -93,39 +96,6 @@ pub fn succeeded(conditions: &[Condition]) -> Option<&Condition> {
     conditions.iter().find(|c| c.type_ == CONDITION_SUCCEEDED)
 }
 
-/// `s` made safe to show a person: control characters (newlines, terminal escape sequences,
-/// NUL) written as escapes (`\n`, `\u{1b}`), so that plugin text cannot break a line of
-/// `kubectl describe` or drive a terminal; then cut to at most `max` bytes on a character
-/// boundary, with an ellipsis when cut.
-pub fn printable(s: &str, max: usize) -> String {
-    let escaped: String = if s.chars().any(char::is_control) {
-        s.chars()
-            .map(|c| {
-                if c.is_control() {
-                    c.escape_default().to_string()
-                } else {
-                    c.to_string()
-                }
-            })
-            .collect()
-    } else {
-        s.to_string()
-    };
-    truncate(&escaped, max)
-}
-
-/// `s` cut to at most `max` bytes on a character boundary, with an ellipsis when cut.
-pub fn truncate(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &s[..end])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,11 +153,5 @@ mod tests {
         );
         assert!(condition.message.len() <= 32 * 1024 + "…".len());
         assert!(!condition.message.contains('\n'));
-    }
-
-    #[test]
-    fn long_text_is_cut_on_a_character_boundary() {
-        assert_eq!(truncate("héllo", 2), "h…");
-        assert_eq!(truncate("abc", 3), "abc");
     }
 }

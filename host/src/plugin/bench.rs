@@ -10,7 +10,7 @@ use super::bindings::{Plugin as Bindings, PluginPre};
 use super::call::new_store;
 use super::driver;
 use super::error::PluginError;
-use super::runtime::{Plugin, Runtime, one_line};
+use super::runtime::{Plugin, Runtime, error_line};
 use super::sandbox::CallState;
 use super::types::GroupContext;
 
@@ -41,7 +41,7 @@ impl Plugin {
         .map_err(|e| PluginError::Instantiate {
             plugin: self.label.clone(),
             call: "warm",
-            reason: one_line(&format!("{e:#}")),
+            reason: error_line(&e),
         })?;
         Ok(WarmInstance {
             store,

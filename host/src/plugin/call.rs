@@ -8,14 +8,15 @@ use std::time::Instant;
 
 use wasmtime::component::{ComponentExportIndex, ComponentNamedList, InstancePre, Lift, Lower};
 use wasmtime::{Store, Trap};
+use workflow_model::text::{self, Marker};
 
 use super::bindings::exports::workflow::plugin::workflow_type as wit;
 use super::driver;
 use super::engine::{deadline_ticks, limits, memory_limit};
 use super::error::PluginError;
 use super::load::Exports;
-use super::runtime::{Plugin, RuntimeInner, one_line};
-use super::sandbox::{CallState, LogTag, truncate};
+use super::runtime::{Plugin, RuntimeInner, error_line};
+use super::sandbox::{CallState, LogTag};
 use super::types::{Gate, GroupContext, PluginInfo, Step, StepOutcome, Verdict};
 use super::validate;
 
@@ -43,7 +44,12 @@ impl Plugin {
                     path
                 };
                 // A message can quote the whole instance or a long `enum` of the schema.
-                truncate(&format!("{path}: {e}"), MAX_SCHEMA_MESSAGE_BYTES).into_owned()
+                text::truncate(
+                    &format!("{path}: {e}"),
+                    MAX_SCHEMA_MESSAGE_BYTES,
+                    Marker::Length,
+                )
+                .into_owned()
             })
             .collect();
         if !errors.is_empty() {
@@ -54,9 +60,8 @@ impl Plugin {
             let result: Result<(), String> =
                 self.call("validate", &self.compiled.exports.validate, (&json,))?;
             result.map_err(|message| {
-                self.invalid_params(
-                    truncate(&message, self.runtime.config.max_string_bytes).into_owned(),
-                )
+                let max = self.runtime.config.max_string_bytes;
+                self.invalid_params(text::truncate(&message, max, Marker::Length).into_owned())
             })
         })
     }
@@ -79,7 +84,8 @@ impl Plugin {
                     .map_err(|reason| self.invalid("template", reason)),
                 Err(message) => Err(PluginError::TemplateFailed {
                     plugin: self.label.clone(),
-                    message: truncate(&message, limits.max_string_bytes).into_owned(),
+                    message: text::truncate(&message, limits.max_string_bytes, Marker::Length)
+                        .into_owned(),
                 }),
             }
         })
@@ -95,10 +101,7 @@ impl Plugin {
         self.observed("gate", || {
             let decision: wit::GateDecision =
                 self.call("gate", &self.compiled.exports.gate, (&step, &ctx))?;
-            Ok(match decision {
-                wit::GateDecision::StartNow => Gate::StartNow,
-                wit::GateDecision::NotBefore(t) => Gate::NotBefore(t),
-            })
+            Ok(decision.into())
         })
     }
 
@@ -327,12 +330,12 @@ where
             None if instantiating => PluginError::Instantiate {
                 plugin,
                 call,
-                reason: one_line(&format!("{error:#}")),
+                reason: error_line(&error),
             },
             None => PluginError::Trap {
                 plugin,
                 call,
-                message: one_line(&format!("{error:#}")),
+                message: error_line(&error),
             },
         }
     })

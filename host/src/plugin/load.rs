@@ -10,7 +10,7 @@ use wasmtime::component::{Component, ComponentExportIndex};
 use super::bindings::PluginPre;
 use super::call;
 use super::error::{CONTRACT_VERSION, PluginError};
-use super::runtime::{Compiled, Plugin, Runtime, one_line, short_digest};
+use super::runtime::{Compiled, Plugin, Runtime, error_line, short_digest};
 use super::sandbox::LogTag;
 
 /// The name under which a plugin exports its functions, without the version.
@@ -108,19 +108,19 @@ impl Runtime {
         let engine = &self.inner.engine;
         let component = Component::new(engine, bytes).map_err(|e| PluginError::Compile {
             origin: origin.to_string(),
-            reason: one_line(&format!("{e:#}")),
+            reason: error_line(&e),
         })?;
         check_exports(engine, &component, origin)?;
         let pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
             PluginError::UnsupportedImport {
                 origin: origin.to_string(),
-                reason: one_line(&format!("{e:#}")),
+                reason: error_line(&e),
             }
         })?;
         // The generated bindings check every export's signature against the contract.
         PluginPre::new(pre.clone()).map_err(|e| PluginError::MissingExport {
             origin: origin.to_string(),
-            exports: one_line(&format!("{e:#}")),
+            exports: error_line(&e),
         })?;
         let exports = Exports::find(&component, origin)?;
         // Until `info` answers, the plugin is known only by where it comes from.

@@ -9,12 +9,13 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use wasmtime::Engine;
 use wasmtime::component::{InstancePre, Linker};
+use workflow_model::text;
 
 use super::config::RuntimeConfig;
 use super::error::{CONTRACT_VERSION, PluginError};
 use super::load::Exports;
 use super::metrics::PluginMetrics;
-use super::sandbox::{CallState, LogTag, truncate};
+use super::sandbox::{CallState, LogTag};
 use super::types::PluginInfo;
 use super::{driver, engine};
 
@@ -197,13 +198,11 @@ pub(super) fn short_digest(digest: &str) -> &str {
     digest.get(..12).unwrap_or(digest)
 }
 
-/// Error chains can span lines (wasm backtraces); messages here are one line.
-pub(super) fn one_line(s: &str) -> String {
-    let joined = s
-        .lines()
-        .map(str::trim)
-        .filter(|l| !l.is_empty())
-        .collect::<Vec<_>>()
-        .join("; ");
-    truncate(&joined, 2048).into_owned()
+/// Longest error chain kept in a [`PluginError`], in bytes.
+const MAX_ERROR_LINE_BYTES: usize = 2048;
+
+/// `error` and its causes on one line: error chains can span lines (wasm backtraces);
+/// messages here are one line.
+pub(super) fn error_line(error: &wasmtime::Error) -> String {
+    text::one_line(&format!("{error:#}"), MAX_ERROR_LINE_BYTES)
 }

@@ -11,6 +11,7 @@ use wasmtime_wasi::p2::{OutputStream, Pollable, StreamResult};
 use wasmtime_wasi::{
     HostMonotonicClock, HostWallClock, WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView,
 };
+use workflow_model::text::{Marker, truncate};
 
 use super::bindings::workflow::plugin::{host_log, types as wit_types};
 
@@ -101,7 +102,7 @@ impl CallState {
         self.stderr.last_line(max_bytes).or_else(|| {
             self.last_error
                 .as_deref()
-                .map(|line| truncate(line, max_bytes).into_owned())
+                .map(|line| truncate(line, max_bytes, Marker::Length).into_owned())
         })
     }
 
@@ -137,7 +138,7 @@ impl WasiView for CallState {
 
 impl host_log::Host for CallState {
     fn log(&mut self, level: host_log::Level, message: String) {
-        let message = truncate(&message, self.max_line_bytes);
+        let message = truncate(&message, self.max_line_bytes, Marker::Length);
         if matches!(level, host_log::Level::Error) {
             self.last_error = Some(message.clone().into_owned());
         }
@@ -255,7 +256,7 @@ impl Capture {
         // As many lines as `host-log` keeps: a megabyte of one-character lines must not
         // become half a million log events.
         for line in lines.by_ref().take(MAX_LOG_LINES) {
-            let line = truncate(line, max_line_bytes);
+            let line = truncate(line, max_line_bytes, Marker::Length);
             tracing::info!(plugin = %tag.plugin, digest = %tag.digest, stream, "{line}");
         }
         let dropped_lines = lines.count();
@@ -291,7 +292,7 @@ impl Capture {
         {
             last = previous;
         }
-        Some(truncate(last, max_bytes).into_owned())
+        Some(truncate(last, max_bytes, Marker::Length).into_owned())
     }
 }
 
@@ -354,16 +355,4 @@ impl tokio::io::AsyncWrite for Capture {
     ) -> std::task::Poll<std::io::Result<()>> {
         std::task::Poll::Ready(Ok(()))
     }
-}
-
-/// At most `max` bytes of `s`, cut at a character boundary, marked when cut.
-pub(crate) fn truncate(s: &str, max: usize) -> std::borrow::Cow<'_, str> {
-    if s.len() <= max {
-        return s.into();
-    }
-    let mut end = max;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes in all)", &s[..end], s.len()).into()
 }

@@ -1,12 +1,13 @@
 //! The plain data a plugin works on: the host-side twin of the WIT `types` interface.
 //!
-//! These types carry no Kubernetes or wasmtime types. Targets and steps are the shared model
-//! (`workflow-model`) that the API types use too; the runtime converts them to and from the
-//! component's bindings only at the WIT edge (`wit_edge.rs`).
+//! These types carry no Kubernetes or wasmtime types. Targets, steps, gates, outcomes and
+//! verdicts are the shared model (`workflow-model`) that the API types and the plugin SDK use
+//! too; the runtime converts them to and from the component's bindings only at the WIT edge
+//! (`wit_edge.rs`).
 
 use serde::{Deserialize, Serialize};
 
-pub use workflow_model::{EnvVar, Step, Target};
+pub use workflow_model::{EnvVar, Gate, Step, StepOutcome, Target, Verdict};
 
 /// What a plugin knows of the group it works for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
@@ -28,31 +29,4 @@ pub struct PluginInfo {
     pub version: String,
     pub description: String,
     pub params_schema: serde_json::Value,
-}
-
-/// Whether a step may start.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Gate {
-    StartNow,
-    /// Not before this many seconds since the Unix epoch.
-    NotBefore(i64),
-}
-
-/// The evidence of one finished attempt of a step.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct StepOutcome {
-    pub succeeded: bool,
-    pub exit_code: Option<i32>,
-    pub message: String,
-    /// From 1.
-    pub attempt: u32,
-    pub duration_ms: u64,
-}
-
-/// A plugin's judgement of a finished attempt.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Verdict {
-    Completed,
-    Failed(String),
-    Retry(String),
 }

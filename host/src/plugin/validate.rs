@@ -1,10 +1,13 @@
-//! The checks applied to everything a plugin returns.
+//! The checks applied to everything a plugin returns, before it is converted (`wit_edge.rs`).
+
+use workflow_model::text::{self, Marker};
 
 use crate::graph::{StepGraph, check_dns_label};
 
 use super::bindings::workflow::plugin::types as wit;
 use super::error::PluginError;
 use super::types::{PluginInfo, Step, Verdict};
+use super::wit_edge;
 
 /// Bounds on what a plugin may return.
 pub(crate) struct Limits {
@@ -53,7 +56,7 @@ pub(crate) fn info(
     check_dns_label(&raw.type_name).map_err(|reason| {
         bad(format!(
             "type name {:?} is not a DNS-1123 label: {reason}",
-            crate::plugin::sandbox::truncate(&raw.type_name, 64)
+            text::truncate(&raw.type_name, 64, Marker::Length)
         ))
     })?;
     limits
@@ -67,15 +70,7 @@ pub(crate) fn info(
         .map_err(bad)?;
     let (params_schema, schema) = super::schema::compile(&raw.params_schema)
         .map_err(|reason| bad(format!("its params schema {reason}")))?;
-    Ok((
-        PluginInfo {
-            type_name: raw.type_name,
-            version: raw.version,
-            description: raw.description,
-            params_schema,
-        },
-        schema,
-    ))
+    Ok((wit_edge::plugin_info(raw, params_schema), schema))
 }
 
 /// Checks the steps `template` returned: counts, sizes, names and the dependency graph.
@@ -89,7 +84,7 @@ pub(crate) fn steps(raw: Vec<wit::Step>, limits: &Limits) -> Result<Vec<Step>, S
     }
     let mut total = 0;
     for (i, step) in raw.iter().enumerate() {
-        let name = crate::plugin::sandbox::truncate(&step.name, 64);
+        let name = text::truncate(&step.name, 64, Marker::Length);
         let field = |f: &str| format!("step {} ({name:?}) {f}", i + 1);
         limits.string(&|| field("name"), &step.name, &mut total)?;
         limits.string(&|| field("description"), &step.description, &mut total)?;
@@ -121,18 +116,15 @@ pub(crate) fn steps(raw: Vec<wit::Step>, limits: &Limits) -> Result<Vec<Step>, S
 
 /// Checks the reason of a verdict.
 pub(crate) fn verdict(raw: wit::Verdict, limits: &Limits) -> Result<Verdict, String> {
-    let mut total = 0;
-    Ok(match raw {
-        wit::Verdict::Completed => Verdict::Completed,
-        wit::Verdict::Failed(reason) => {
-            limits.string(&|| "the failure reason".into(), &reason, &mut total)?;
-            Verdict::Failed(reason)
-        }
-        wit::Verdict::Retry(reason) => {
-            limits.string(&|| "the retry reason".into(), &reason, &mut total)?;
-            Verdict::Retry(reason)
-        }
-    })
+    let reason = match &raw {
+        wit::Verdict::Completed => None,
+        wit::Verdict::Failed(reason) => Some(("the failure reason", reason)),
+        wit::Verdict::Retry(reason) => Some(("the retry reason", reason)),
+    };
+    if let Some((what, reason)) = reason {
+        limits.string(&|| what.into(), reason, &mut 0)?;
+    }
+    Ok(raw.into())
 }
 
 /// What Kubernetes accepts as an environment variable name (a C identifier, plus `-` and `.`).

@@ -2,7 +2,7 @@
 //! the bindings generated from `plugin-sdk/wit/workflow-plugin.wit`.
 
 use super::bindings::workflow::plugin::types as wit;
-use super::types::{EnvVar, GroupContext, Step, StepOutcome, Target};
+use super::types::{EnvVar, Gate, GroupContext, PluginInfo, Step, StepOutcome, Target, Verdict};
 
 impl From<&Target> for wit::Target {
     fn from(t: &Target) -> Self {
@@ -88,5 +88,85 @@ impl From<&StepOutcome> for wit::StepOutcome {
             attempt: o.attempt,
             duration_ms: o.duration_ms,
         }
+    }
+}
+
+impl From<wit::GateDecision> for Gate {
+    fn from(decision: wit::GateDecision) -> Self {
+        match decision {
+            wit::GateDecision::StartNow => Self::StartNow,
+            wit::GateDecision::NotBefore(t) => Self::NotBefore(t),
+        }
+    }
+}
+
+impl From<wit::Verdict> for Verdict {
+    fn from(verdict: wit::Verdict) -> Self {
+        match verdict {
+            wit::Verdict::Completed => Self::Completed,
+            wit::Verdict::Failed(reason) => Self::Failed(reason),
+            wit::Verdict::Retry(reason) => Self::Retry(reason),
+        }
+    }
+}
+
+/// What `info` said, with its params schema already parsed and checked (`schema.rs`).
+pub(super) fn plugin_info(raw: wit::PluginInfo, params_schema: serde_json::Value) -> PluginInfo {
+    PluginInfo {
+        type_name: raw.type_name,
+        version: raw.version,
+        description: raw.description,
+        params_schema,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gate_decisions_and_verdicts_become_the_model_unchanged() {
+        assert_eq!(Gate::from(wit::GateDecision::StartNow), Gate::StartNow);
+        assert_eq!(
+            Gate::from(wit::GateDecision::NotBefore(42)),
+            Gate::NotBefore(42)
+        );
+        assert_eq!(Verdict::from(wit::Verdict::Completed), Verdict::Completed);
+        assert_eq!(
+            Verdict::from(wit::Verdict::Failed("no".into())),
+            Verdict::Failed("no".into())
+        );
+        assert_eq!(
+            Verdict::from(wit::Verdict::Retry("again".into())),
+            Verdict::Retry("again".into())
+        );
+    }
+
+    #[test]
+    fn steps_and_outcomes_cross_the_edge_field_by_field() {
+        let step = Step::new("a", "echo")
+            .description("d")
+            .depends_on(["b"])
+            .image("i")
+            .env("K", "V")
+            .timeout_secs(5)
+            .retries(2);
+        assert_eq!(Step::from(wit::Step::from(&step)), step);
+        let outcome = wit::StepOutcome::from(&StepOutcome {
+            succeeded: true,
+            exit_code: Some(0),
+            message: "m".into(),
+            attempt: 2,
+            duration_ms: 7,
+        });
+        assert_eq!(
+            (
+                outcome.succeeded,
+                outcome.exit_code,
+                outcome.message.as_str()
+            ),
+            (true, Some(0), "m")
+        );
+        assert_eq!((outcome.attempt, outcome.duration_ms), (2, 7));
     }
 }
