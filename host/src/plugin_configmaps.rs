@@ -16,8 +16,8 @@ use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::controllers::reason;
-use crate::controllers::status::printable;
 use crate::plugin::{LoadProblem, Origin, PluginError, PluginRegistry, SourceFile};
+use workflow_model::text::printable;
 
 /// The label that marks a ConfigMap as holding plugins (any value).
 pub const PLUGIN_LABEL: &str = "workflow.rxg456.cn/plugin";

@@ -5,10 +5,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use kube::runtime::events::EventType;
 
-use crate::api::{CONDITION_SUCCEEDED, ConditionStatus};
+use workflow_model::text::printable;
 
-// Plugin text made safe to show a person (escaped, cut); the controllers take it from here.
-pub use workflow_model::text::printable;
+use crate::api::{CONDITION_SUCCEEDED, ConditionStatus};
 
 /// A change a user cares about, published as an Event.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -23,7 +23,8 @@ use tracing::{Instrument, debug, info_span, warn};
 
 use super::context::Context;
 use super::error::{Error, Result};
-use super::status::{Transition, printable};
+use super::status::Transition;
+use workflow_model::text::printable;
 
 /// Whether `obj` is controlled by the object with `owner_uid` (a label alone could be copied;
 /// only a controller reference counts).
