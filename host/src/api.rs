@@ -93,6 +93,17 @@ impl ConditionStatus {
 /// (the reason says why), `True` when completed, `False` when failed.
 pub const CONDITION_SUCCEEDED: &str = "Succeeded";
 
+// The conditions kstatus reads (sigs.k8s.io/cli-utils, which Flux and kpt wait with): it knows
+// nothing of `Succeeded`, so both kinds carry these too, derived from `Succeeded`
+// (`controllers::status::set_succeeded`).
+
+/// `True` while pending or running, with `Succeeded`'s reason and message; absent once finished.
+pub const CONDITION_RECONCILING: &str = "Reconciling";
+/// `True` when completed, `False` when failed; absent before.
+pub const CONDITION_READY: &str = "Ready";
+/// `True` when failed; absent otherwise.
+pub const CONDITION_STALLED: &str = "Stalled";
+
 pub use workflow_model::{EnvVar, Step, Target};
 
 /// Most workflow types one group may list (`spec.workflowSteps`).
@@ -221,6 +232,10 @@ pub struct WorkflowReference {
 /// Observed state of a WorkflowGroup.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// Until the operator's first status write, the API server shows `observedGeneration: 0`: a
+// GitOps tool that compares it with `metadata.generation` (kstatus: Flux, kpt) reads a group
+// just applied as in progress, not as current.
+#[schemars(extend("default" = {"observedGeneration": 0}))]
 pub struct WorkflowGroupStatus {
     /// Pending, Running, Completed or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -312,6 +327,8 @@ pub struct StepDetail {
 /// Observed state of a Workflow.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+// `observedGeneration: 0` until the first status write, as for a group.
+#[schemars(extend("default" = {"observedGeneration": 0}))]
 pub struct WorkflowStatus {
     /// Pending, Running, Completed or Failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]

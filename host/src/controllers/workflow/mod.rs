@@ -21,7 +21,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::info;
 
-use self::plan::{PluginChoice, plan_plugin_missing, plan_workflow, plugin_choice};
+use self::plan::{PluginChoice, plan_finished, plan_plugin_missing, plan_workflow, plugin_choice};
 use self::pod::latest_attempts;
 use super::context::Context;
 use super::error::{Error, Result};
@@ -36,10 +36,14 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action> {
     let ns = workflow.namespace().ok_or(Error::MissingNamespace)?;
     let old = workflow.status.clone().unwrap_or_default();
+    let workflows: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
     if old.phase.is_some_and(|p| p.is_finished()) {
+        // Written only for a workflow that finished before the conditions it adds existed.
+        let plan = plan_finished(workflow);
+        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+            .await?;
         return Ok(Action::await_change());
     }
-    let workflows: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
 
     let choice = plugin_choice(workflow);
     let plugin = match &choice {

@@ -16,7 +16,9 @@ use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, ConditionStatus, Phase, PluginRef, Step, Workflow, WorkflowStatus,
 };
 use crate::controllers::reason;
-use crate::controllers::status::{Transition, set_condition, succeeded, succeeded_condition};
+use crate::controllers::status::{
+    Transition, derive_kstatus_conditions, set_succeeded, succeeded, succeeded_condition,
+};
 use crate::graph::StepGraph;
 use crate::plugin::{self, PluginError, StepOutcome};
 use crate::render::workflow_context;
@@ -104,7 +106,7 @@ pub fn plan_plugin_missing(
     let mut status = old.clone();
     status.phase.get_or_insert(Phase::Pending);
     status.observed_generation = workflow.metadata.generation;
-    set_condition(
+    set_succeeded(
         &mut status.conditions,
         succeeded_condition(
             ConditionStatus::Unknown,
@@ -122,6 +124,17 @@ pub fn plan_plugin_missing(
     WorkflowPlan {
         status,
         events,
+        ..WorkflowPlan::default()
+    }
+}
+
+/// The plan for a finished workflow: nothing moves after the end; one that finished before the
+/// conditions GitOps tools read existed gets them.
+pub fn plan_finished(workflow: &Workflow) -> WorkflowPlan {
+    let mut status = workflow.status.clone().unwrap_or_default();
+    derive_kstatus_conditions(&mut status.conditions);
+    WorkflowPlan {
+        status,
         ..WorkflowPlan::default()
     }
 }
@@ -403,7 +416,7 @@ fn conclude(
     } else {
         Phase::Pending
     });
-    set_condition(
+    set_succeeded(
         &mut plan.status.conditions,
         succeeded_condition(
             ConditionStatus::Unknown,
@@ -450,7 +463,7 @@ fn params_refused(
             ));
         }
         plan.status.phase.get_or_insert(Phase::Pending);
-        set_condition(
+        set_succeeded(
             &mut plan.status.conditions,
             succeeded_condition(
                 ConditionStatus::Unknown,
@@ -514,7 +527,7 @@ fn finish(status: &mut WorkflowStatus, to: Phase, why: &str, message: &str, now:
         ConditionStatus::False
     };
     let generation = status.observed_generation;
-    set_condition(
+    set_succeeded(
         &mut status.conditions,
         succeeded_condition(condition, why, message, generation, now),
     );
@@ -526,6 +539,7 @@ mod tests {
 
     use super::*;
     use crate::api::{StepDetail, WorkflowSpec};
+    use crate::controllers::status::kstatus_conditions;
     use crate::plugin::{Gate, GroupContext, Verdict};
 
     /// A plugin stand-in: gates by a fixed answer (or error) and judges by exit code (or
@@ -675,9 +689,13 @@ mod tests {
     }
 
     fn condition(plan: &WorkflowPlan) -> (&str, &str, &str) {
-        let c = &plan.status.conditions[0];
+        let c = succeeded(&plan.status.conditions).expect("a Succeeded condition");
         (c.status.as_str(), c.reason.as_str(), c.message.as_str())
     }
+
+    const RECONCILING: &[(&str, &str)] = &[("Reconciling", "True")];
+    const READY: &[(&str, &str)] = &[("Ready", "True")];
+    const STALLED: &[(&str, &str)] = &[("Stalled", "True"), ("Ready", "False")];
 
     const SEED: &[(&str, &[&str])] = &[
         ("validate-nodes", &[]),
@@ -1116,5 +1134,140 @@ mod tests {
         // A first step has nothing to wait for: it is not timed.
         let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
         assert!(plan.create.iter().all(|start| start.ready_since.is_none()));
+    }
+
+    #[test]
+    fn a_pending_or_running_workflow_is_reconciling_whatever_it_waits_for() {
+        let mut paused = workflow(SEED);
+        paused.spec.paused = true;
+        let gated = Judge {
+            gate: Ok(Gate::NotBefore(now().as_second() + 60)),
+            ..Judge::new()
+        };
+        let unavailable = Judge {
+            gate: Err(timeout("gate")),
+            ..Judge::new()
+        };
+        let params_unavailable = Judge {
+            params: Err(timeout("validate")),
+            ..Judge::new()
+        };
+        let none = Attempts::new();
+        let running = attempts(&[("validate-nodes", 1, None)]);
+        let cases = [
+            ("starting", plan_now(&workflow(SEED), &none, &Judge::new())),
+            (
+                "running",
+                plan_now(&workflow(SEED), &running, &Judge::new()),
+            ),
+            ("paused", plan_now(&paused, &none, &Judge::new())),
+            (
+                "waiting for its schedule",
+                plan_now(&workflow(SEED), &none, &gated),
+            ),
+            (
+                "plugin unavailable",
+                plan_now(&workflow(SEED), &none, &unavailable),
+            ),
+            (
+                "params check unavailable",
+                plan_now(&workflow(SEED), &none, &params_unavailable),
+            ),
+            (
+                "plugin missing",
+                plan_plugin_missing(&workflow(SEED), &PluginChoice::Current, now()),
+            ),
+        ];
+        for (case, plan) in cases {
+            assert_eq!(condition(&plan).0, "Unknown", "{case}");
+            assert_eq!(
+                kstatus_conditions(&plan.status.conditions),
+                RECONCILING,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_completed_workflow_is_ready_and_a_failed_one_stalled_and_neither_is_reconciling() {
+        let mut wf = workflow(SEED);
+        let started = plan_now(&wf, &Attempts::new(), &Judge::new());
+        wf.status = Some(started.status);
+        let done = attempts(&[
+            ("validate-nodes", 1, Some((0, ""))),
+            ("check-network", 1, Some((0, ""))),
+        ]);
+        let plan = plan_now(&wf, &done, &Judge::new());
+        assert_eq!(plan.status.phase, Some(Phase::Completed));
+        assert_eq!(kstatus_conditions(&plan.status.conditions), READY);
+
+        let failed = attempts(&[("validate-nodes", 1, Some((3, "disk full")))]);
+        let plan = plan_now(&wf, &failed, &Judge::new());
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        assert_eq!(kstatus_conditions(&plan.status.conditions), STALLED);
+
+        let refused = Judge {
+            params: Err(refused_params()),
+            ..Judge::new()
+        };
+        let cycle = workflow(&[("a", &["b"]), ("b", &["a"])]);
+        for plan in [
+            plan_now(&workflow(SEED), &Attempts::new(), &refused),
+            plan_now(&cycle, &Attempts::new(), &Judge::new()),
+        ] {
+            assert_eq!(plan.status.phase, Some(Phase::Failed));
+            assert_eq!(kstatus_conditions(&plan.status.conditions), STALLED);
+        }
+    }
+
+    #[test]
+    fn a_status_of_only_observed_generation_zero_is_no_status_yet() {
+        // What the API server shows (the CRD's default) before the operator's first write.
+        let mut fresh = workflow(SEED);
+        fresh.metadata.generation = Some(1);
+        let mut defaulted = fresh.clone();
+        defaulted.status = Some(WorkflowStatus {
+            observed_generation: Some(0),
+            ..WorkflowStatus::default()
+        });
+        let refused = Judge {
+            params: Err(refused_params()),
+            ..Judge::new()
+        };
+        for judge in [Judge::new(), refused] {
+            let expected = plan_now(&fresh, &Attempts::new(), &judge);
+            let plan = plan_now(&defaulted, &Attempts::new(), &judge);
+            assert_eq!(plan, expected);
+            assert_eq!(plan.status.observed_generation, Some(1));
+        }
+        // Its params are checked, as a new workflow's are.
+        assert!(params_due_for_check(
+            &defaulted,
+            defaulted.status.as_ref().unwrap(),
+            &Attempts::new()
+        ));
+        assert_eq!(
+            plan_plugin_missing(&defaulted, &PluginChoice::Current, now()),
+            plan_plugin_missing(&fresh, &PluginChoice::Current, now())
+        );
+        assert_eq!(plugin_choice(&defaulted), PluginChoice::Current);
+    }
+
+    #[test]
+    fn a_workflow_finished_before_the_kstatus_conditions_existed_gets_them_and_nothing_else() {
+        let mut wf = workflow(SEED);
+        let done = attempts(&[
+            ("validate-nodes", 1, Some((0, ""))),
+            ("check-network", 1, Some((0, ""))),
+        ]);
+        let completed = plan_now(&wf, &done, &Judge::new());
+        let mut old = completed.status.clone();
+        old.conditions.retain(|c| c.type_ == "Succeeded");
+        wf.status = Some(old);
+        let plan = plan_finished(&wf);
+        assert_eq!(plan.status, completed.status);
+        assert!(plan.create.is_empty() && plan.events.is_empty());
+        wf.status = Some(plan.status.clone());
+        assert_eq!(Some(plan_finished(&wf).status), wf.status);
     }
 }

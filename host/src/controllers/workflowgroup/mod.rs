@@ -24,7 +24,7 @@ use self::plan::{
 use super::context::Context;
 use super::error::{Error, Result};
 use super::write;
-use crate::api::{Workflow, WorkflowGroup};
+use crate::api::{Phase, Workflow, WorkflowGroup};
 use crate::plugin::PluginRegistry;
 use crate::render::{RenderError, render_workflow, type_params, workflow_name};
 
@@ -77,7 +77,13 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     }
     let written =
         write::record_transition(ctx, &groups, group, &old, &plan.status, &plan.events).await?;
-    if let Some(phase) = plan.status.phase.filter(|p| written && p.is_finished()) {
+    // Counted when it finished, not when a finished group's conditions are brought up to date.
+    let finished_now = written && !old.phase.is_some_and(Phase::is_finished);
+    if let Some(phase) = plan
+        .status
+        .phase
+        .filter(|p| finished_now && p.is_finished())
+    {
         ctx.metrics.group_finished(phase.as_str());
         info!(%phase, "group finished");
     }

@@ -12,7 +12,9 @@ use crate::api::{
     ConditionStatus, Phase, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
 };
 use crate::controllers::reason;
-use crate::controllers::status::{Transition, set_condition, succeeded, succeeded_condition};
+use crate::controllers::status::{
+    Transition, derive_kstatus_conditions, set_succeeded, succeeded, succeeded_condition,
+};
 use crate::graph::check_dns_label;
 use crate::plugin::PluginError;
 use crate::render::RenderError;
@@ -84,8 +86,12 @@ pub fn plan_group(
 ) -> GroupPlan {
     let old = group.status.clone().unwrap_or_default();
     if old.phase.is_some_and(Phase::is_finished) {
+        // Nothing moves after the end; a group that finished before the conditions GitOps
+        // tools read existed gets them.
+        let mut status = old;
+        derive_kstatus_conditions(&mut status.conditions);
         return GroupPlan {
-            status: old,
+            status,
             ..GroupPlan::default()
         };
     }
@@ -262,7 +268,7 @@ impl<'a> Planner<'a> {
 
     fn condition(&mut self, status: ConditionStatus, reason: &str, message: &str) {
         let generation = self.group.metadata.generation;
-        set_condition(
+        set_succeeded(
             &mut self.status.conditions,
             succeeded_condition(status, reason, message, generation, self.now),
         );
@@ -428,6 +434,7 @@ mod tests {
 
     use super::*;
     use crate::api::WorkflowSpec;
+    use crate::controllers::status::kstatus_conditions;
 
     fn sample() -> WorkflowGroup {
         let mut group: WorkflowGroup = serde_saphyr::from_str(include_str!(
@@ -512,9 +519,13 @@ mod tests {
     }
 
     fn condition(plan: &GroupPlan) -> (&str, &str, &str) {
-        let c = &plan.status.conditions[0];
+        let c = succeeded(&plan.status.conditions).expect("a Succeeded condition");
         (c.status.as_str(), c.reason.as_str(), c.message.as_str())
     }
+
+    const RECONCILING: &[(&str, &str)] = &[("Reconciling", "True")];
+    const READY: &[(&str, &str)] = &[("Ready", "True")];
+    const STALLED: &[(&str, &str)] = &[("Stalled", "True"), ("Ready", "False")];
 
     #[test]
     fn a_new_group_creates_only_its_first_workflow() {
@@ -748,6 +759,134 @@ mod tests {
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         assert_eq!(condition(&plan).1, "InvalidSpec");
         assert!(condition(&plan).2.contains("spec.params.nope"));
+    }
+
+    #[test]
+    fn a_pending_or_running_group_is_reconciling_whatever_it_waits_for() {
+        let refused = PluginError::InvalidParams {
+            type_name: "setup".into(),
+            message: "missing field `version`".into(),
+        };
+        let mut paused = sample();
+        paused.spec.paused = true;
+        let mut invalid = sample();
+        invalid.spec.workflow_steps.push("setup".into());
+        let none = BTreeMap::new();
+        let first_done = observed(&[("pre-check", Phase::Completed)]);
+        let cases = [
+            (
+                "creating its first workflow",
+                sample(),
+                none.clone(),
+                all_loaded(),
+            ),
+            (
+                "plugin missing",
+                sample(),
+                none.clone(),
+                with("setup", PluginState::Missing),
+            ),
+            (
+                "params refused",
+                sample(),
+                none.clone(),
+                with("setup", PluginState::Loaded(Err(refused))),
+            ),
+            (
+                "plugin unavailable",
+                sample(),
+                none.clone(),
+                with("setup", PluginState::Loaded(Err(timeout()))),
+            ),
+            ("invalid spec", invalid, none, all_loaded()),
+            ("paused", paused, first_done, all_loaded()),
+            (
+                "running",
+                sample(),
+                observed(&[("pre-check", Phase::Running)]),
+                all_loaded(),
+            ),
+            (
+                "its workflow pending",
+                sample(),
+                observed(&[("pre-check", Phase::Pending)]),
+                all_loaded(),
+            ),
+        ];
+        for (case, group, workflows, plugins) in cases {
+            let plan = plan_group(&group, &workflows, &plugins, now());
+            assert_eq!(condition(&plan).0, "Unknown", "{case}");
+            assert_eq!(
+                kstatus_conditions(&plan.status.conditions),
+                RECONCILING,
+                "{case}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_completed_group_is_ready_and_a_failed_one_stalled_and_neither_is_reconciling() {
+        let mut group = sample();
+        let running = plan_group(
+            &group,
+            &observed(&[("pre-check", Phase::Running)]),
+            &all_loaded(),
+            now(),
+        );
+        group.status = Some(running.status);
+        let completed = observed(&[
+            ("pre-check", Phase::Completed),
+            ("setup", Phase::Completed),
+            ("post-check", Phase::Completed),
+        ]);
+        let plan = plan_group(&group, &completed, &all_loaded(), now());
+        assert_eq!(plan.status.phase, Some(Phase::Completed));
+        assert_eq!(kstatus_conditions(&plan.status.conditions), READY);
+
+        let failed = observed(&[("pre-check", Phase::Failed)]);
+        let plan = plan_group(&group, &failed, &all_loaded(), now());
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        assert_eq!(kstatus_conditions(&plan.status.conditions), STALLED);
+    }
+
+    #[test]
+    fn a_status_of_only_observed_generation_zero_is_no_status_yet() {
+        // What the API server shows (the CRD's default) before the operator's first write.
+        let mut defaulted = sample();
+        defaulted.status = Some(WorkflowGroupStatus {
+            observed_generation: Some(0),
+            ..WorkflowGroupStatus::default()
+        });
+        for plugins in [all_loaded(), with("setup", PluginState::Missing)] {
+            let fresh = plan_group(&sample(), &BTreeMap::new(), &plugins, now());
+            let plan = plan_group(&defaulted, &BTreeMap::new(), &plugins, now());
+            assert_eq!(plan.status, fresh.status);
+            assert_eq!(plan.status.observed_generation, Some(1));
+            let name = |plan: &GroupPlan| plan.create.as_ref().map(ResourceExt::name_any);
+            assert_eq!(name(&plan), name(&fresh));
+            assert_eq!(plan.events, fresh.events);
+        }
+    }
+
+    #[test]
+    fn a_group_finished_before_the_kstatus_conditions_existed_gets_them_and_nothing_else() {
+        let mut group = sample();
+        let failed = plan_group(
+            &group,
+            &observed(&[("pre-check", Phase::Failed)]),
+            &all_loaded(),
+            now(),
+        );
+        let mut old = failed.status.clone();
+        old.conditions.retain(|c| c.type_ == "Succeeded");
+        group.status = Some(old);
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        assert_eq!(plan.status, failed.status);
+        assert!(plan.create.is_none() && plan.events.is_empty());
+        // Up to date: nothing to write.
+        group.status = Some(plan.status.clone());
+        let again = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        assert_eq!(Some(again.status), group.status);
     }
 
     #[test]
