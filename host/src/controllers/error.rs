@@ -20,6 +20,10 @@ pub enum Error {
     /// object's condition says so and the call is made again after a backoff.
     #[error("plugin unavailable: {0}")]
     PluginUnavailable(#[source] PluginError),
+    /// The API server refused a step's pod for now (a full quota); the Workflow's condition
+    /// says so and the pod is tried again after a backoff.
+    #[error("step pod refused for now: {0}")]
+    PodRefused(String),
     /// An object we name deterministically exists and belongs to someone else.
     #[error("a {kind} named {name} already exists and is not ours")]
     NameTaken { kind: String, name: String },

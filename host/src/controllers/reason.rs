@@ -30,6 +30,9 @@ pub const INVALID_STEPS: &str = "InvalidSteps";
 pub const STEP_FAILED: &str = "StepFailed";
 /// A step waits for the time its plugin's gate named.
 pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
+/// The API server refused a step's pod for now (a full quota): the step waits and its pod is
+/// tried again with backoff. (A refusal that does not clear by itself fails the step.)
+pub const POD_REFUSED: &str = "PodRefused";
 
 // Reasons of Events only.
 

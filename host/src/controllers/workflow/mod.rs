@@ -9,8 +9,10 @@
 
 pub mod plan;
 pub mod pod;
+pub mod refusal;
 pub mod step;
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -19,10 +21,14 @@ use kube::ResourceExt;
 use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use tracing::info;
+use tracing::{info, warn};
 
-use self::plan::{PluginChoice, plan_finished, plan_plugin_missing, plan_workflow, plugin_choice};
+use self::plan::{
+    Observed, PluginChoice, StepPod, plan_finished, plan_plugin_missing, plan_workflow,
+    plugin_choice,
+};
 use self::pod::latest_attempts;
+use self::refusal::PodRefusal;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::write;
@@ -73,28 +79,34 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         }
     }
     let now = Timestamp::now();
-    let attempts = latest_attempts(workflow, &pods, now);
-    let plan = plan_workflow(
-        workflow,
-        &attempts,
-        plugin.as_ref(),
-        &plugin_ref,
-        &ctx.config.default_image,
-        now,
-    );
-
-    for pod_name in &plan.stop {
-        write::delete(&pods_api, pod_name).await?;
-        info!(pod = %pod_name, "stopped a step pod past its timeout");
-    }
-    for start in &plan.create {
-        write::create_controlled(&pods_api, &start.pod, &uid).await?;
-        if let Some(since) = start.ready_since {
-            let waited = Timestamp::now().duration_since(since);
-            ctx.metrics.step_started(waited.unsigned_abs());
+    let mut observed = Observed {
+        attempts: latest_attempts(workflow, &pods, now),
+        ..Observed::default()
+    };
+    let (mut created, mut stopped) = (BTreeSet::new(), BTreeSet::new());
+    // A refused pod changes the plan (its step waits, or fails): plan again knowing the
+    // refusal until every pod the plan starts exists. Each round adds a refusal of a step
+    // whose pod was still to start, so there are at most as many rounds as steps.
+    let plan = loop {
+        let plan = plan_workflow(
+            workflow,
+            &observed,
+            plugin.as_ref(),
+            &plugin_ref,
+            &ctx.config.default_image,
+            now,
+        );
+        for pod_name in plan.stop.iter().filter(|p| stopped.insert(p.to_string())) {
+            write::delete(&pods_api, pod_name).await?;
+            info!(pod = %pod_name, "stopped a step pod past its timeout");
         }
-        info!(step = %start.step, attempt = start.attempt, "started step");
-    }
+        match start_pods(ctx, &pods_api, &plan.create, &uid, &mut created).await? {
+            Some((step, refusal)) => {
+                observed.refused.insert(step, refusal);
+            }
+            None => break plan,
+        }
+    };
     let written =
         write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
             .await?;
@@ -105,9 +117,47 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     if let Some(error) = plan.unavailable {
         return Err(Error::PluginUnavailable(error));
     }
+    if let Some(why) = plan.refused {
+        return Err(Error::PodRefused(why));
+    }
     Ok(plan
         .requeue_after
         .map_or_else(Action::await_change, Action::requeue))
+}
+
+/// Creates the pods of `starts` not created yet (in `created`), in order, until the API server
+/// refuses one: that step and its refusal are returned.
+async fn start_pods(
+    ctx: &Context,
+    pods_api: &Api<Pod>,
+    starts: &[StepPod],
+    uid: &str,
+    created: &mut BTreeSet<String>,
+) -> Result<Option<(String, PodRefusal)>> {
+    for start in starts {
+        let name = start.pod.name_any();
+        if created.contains(&name) {
+            continue;
+        }
+        match write::create_controlled(pods_api, &start.pod, uid).await {
+            Ok(()) => {}
+            Err(Error::Kube(e)) => match PodRefusal::of(&e) {
+                Some(refusal) => {
+                    warn!(step = %start.step, attempt = start.attempt, message = %refusal.message, "step pod refused");
+                    return Ok(Some((start.step.clone(), refusal)));
+                }
+                None => return Err(Error::Kube(e)),
+            },
+            Err(e) => return Err(e),
+        }
+        created.insert(name);
+        if let Some(since) = start.ready_since {
+            let waited = Timestamp::now().duration_since(since);
+            ctx.metrics.step_started(waited.unsigned_abs());
+        }
+        info!(step = %start.step, attempt = start.attempt, "started step");
+    }
+    Ok(None)
 }
 
 /// Pods of running steps that the status records and `pods` does not hold.

@@ -11,7 +11,10 @@ use kube::ResourceExt;
 use k8s_openapi::api::core::v1::Pod;
 
 use super::pod::{build_pod, pod_name};
-use super::step::{Attempt, StepDecision, StepJudge, StepView, apply_move, decide_step, fmt_time};
+use super::refusal::PodRefusal;
+use super::step::{
+    Attempt, StepDecision, StepJudge, StepView, apply_move, decide_step, fmt_time, refused_move,
+};
 use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, ConditionStatus, Phase, PluginRef, Step, Workflow, WorkflowStatus,
 };
@@ -40,6 +43,8 @@ pub struct WorkflowPlan {
     pub requeue_after: Option<Duration>,
     /// A plugin could not answer now: the reconcile is retried with backoff.
     pub unavailable: Option<PluginError>,
+    /// A step's pod was refused for now (a full quota): the reconcile is retried with backoff.
+    pub refused: Option<String>,
     /// Pods to delete: unfinished past their step's timeout.
     pub stop: Vec<String>,
 }
@@ -139,12 +144,21 @@ pub fn plan_finished(workflow: &Workflow) -> WorkflowPlan {
     }
 }
 
-/// Decides what to do with `workflow`, given the latest attempt of each step, its plugin and
-/// the time: a fold of one decision per step, in dependency order ([`plan_step`]), then the
+/// What the Workflow controller observed of a workflow's steps.
+#[derive(Debug, Default)]
+pub struct Observed {
+    /// The latest attempt of each step that has one.
+    pub attempts: BTreeMap<String, Attempt>,
+    /// The steps whose pod the API server refused in this reconcile, and why.
+    pub refused: BTreeMap<String, PodRefusal>,
+}
+
+/// Decides what to do with `workflow`, given what is observed of its steps, its plugin and the
+/// time: a fold of one decision per step, in dependency order ([`plan_step`]), then the
 /// workflow's status from them ([`summarize`]).
 pub fn plan_workflow(
     workflow: &Workflow,
-    attempts: &BTreeMap<String, Attempt>,
+    observed: &Observed,
     judge: &dyn StepJudge,
     plugin: &PluginRef,
     default_image: &str,
@@ -181,7 +195,7 @@ pub fn plan_workflow(
         }
     };
     let ctx = workflow_context(workflow, now.as_second());
-    if params_due_for_check(workflow, &old, attempts)
+    if params_due_for_check(workflow, &old, &observed.attempts)
         && let Err(error) = judge.validate(&ctx.params)
     {
         return params_refused(workflow, plan, error, now);
@@ -193,7 +207,7 @@ pub fn plan_workflow(
         .filter_map(|name| by_name.get(name.as_str()))
         .fold(Decided::default(), |mut decided, step| {
             let deps = graph.dependencies(&step.name);
-            let decision = plan_step(workflow, step, deps, &decided, attempts, judge, &ctx);
+            let decision = plan_step(workflow, step, deps, &decided, observed, judge, &ctx);
             decided.push(&step.name, decision);
             decided
         });
@@ -229,10 +243,11 @@ fn plan_step(
     step: &Step,
     deps: &[String],
     decided: &Decided<'_>,
-    attempts: &BTreeMap<String, Attempt>,
+    observed: &Observed,
     judge: &dyn StepJudge,
     ctx: &plugin::GroupContext,
 ) -> StepDecision {
+    let attempts = &observed.attempts;
     let old = workflow.status.as_ref();
     let name = &step.name;
     let detail = old
@@ -268,7 +283,11 @@ fn plan_step(
         .map(|d| decided.get(d).and_then(|d| d.effects.completed_at))
         .collect::<Option<Vec<_>>>()
         .and_then(|seen| seen.into_iter().max());
-    let step_move = decide_step(view, judge, ctx);
+    let step_move = refused_move(
+        decide_step(view, judge, ctx),
+        name,
+        observed.refused.get(name),
+    );
     let mut decision = apply_move(
         step_move,
         &view,
@@ -309,6 +328,10 @@ fn summarize(
     plan.stop = effects().filter_map(|e| e.stop.clone()).collect();
     plan.events = effects().filter_map(|e| e.event.clone()).collect();
     plan.unavailable = effects().find_map(|e| e.unavailable.clone());
+    plan.refused = steps.iter().find_map(|(name, d)| {
+        let why = d.effects.refused.as_ref()?;
+        Some(format!("step {name} waits: its pod was refused: {why}"))
+    });
     plan.requeue_after = effects().filter_map(|e| e.wake_at).min().map(|t| {
         let wait = Duration::from_secs((t - now.as_second()).max(0).unsigned_abs());
         wait.max(MIN_REQUEUE)
@@ -399,6 +422,8 @@ fn conclude(
             reason::PLUGIN_UNAVAILABLE,
             format!("{error}; asking again shortly"),
         )
+    } else if let Some(why) = &plan.refused {
+        (reason::POD_REFUSED, format!("{why}; trying again shortly"))
     } else if let (false, Some(t)) = (running, scheduled) {
         (
             reason::WAITING_FOR_SCHEDULE,
@@ -408,7 +433,8 @@ fn conclude(
         (reason::RUNNING, format!("{done}/{total} steps completed"))
     };
     let old_reason = succeeded(&plan.status.conditions).map(|c| c.reason.as_str());
-    if why == reason::PLUGIN_UNAVAILABLE && old_reason != Some(why) {
+    // A wait that is retried with backoff is said once, not at every retry.
+    if [reason::PLUGIN_UNAVAILABLE, reason::POD_REFUSED].contains(&why) && old_reason != Some(why) {
         plan.events.push(Transition::warning(why, message.clone()));
     }
     plan.status.phase = Some(if running {
@@ -655,7 +681,29 @@ mod tests {
     }
 
     fn plan_now(wf: &Workflow, attempts: &Attempts, judge: &Judge) -> WorkflowPlan {
-        plan_workflow(wf, attempts, judge, &plugin_ref(), "busybox:1.36", now())
+        let observed = Observed {
+            attempts: attempts.clone(),
+            ..Observed::default()
+        };
+        plan_workflow(wf, &observed, judge, &plugin_ref(), "busybox:1.36", now())
+    }
+
+    fn plan_refused(wf: &Workflow, attempts: &Attempts, refused: &[(&str, &str)]) -> WorkflowPlan {
+        let observed = Observed {
+            attempts: attempts.clone(),
+            refused: refused
+                .iter()
+                .map(|(step, message)| (step.to_string(), PodRefusal::new(message)))
+                .collect(),
+        };
+        plan_workflow(
+            wf,
+            &observed,
+            &Judge::new(),
+            &plugin_ref(),
+            "busybox:1.36",
+            now(),
+        )
     }
 
     /// The attempts a plan starts: (step, attempt), checked against the pods it creates.
@@ -1086,6 +1134,98 @@ mod tests {
         let plan = plan_now(&wf, &stuck, &Judge::new());
         assert_eq!(plan.stop, ["pod-validate-nodes-1".to_string()]);
         assert_eq!(plan.status.phase, Some(Phase::Failed));
+    }
+
+    const FULL_QUOTA: &str = "pods \"p\" is forbidden: exceeded quota: none, requested: pods=1, used: pods=0, limited: pods=0";
+
+    #[test]
+    fn a_step_whose_pod_a_full_quota_refuses_waits_saying_so_and_is_tried_again() {
+        let wf = workflow(SEED);
+        let plan = plan_refused(&wf, &Attempts::new(), &[("validate-nodes", FULL_QUOTA)]);
+        assert!(plan.create.is_empty(), "{:?}", starts(&plan));
+        assert_eq!(plan.status.step_status["validate-nodes"], Phase::Pending);
+        let detail = &plan.status.step_details["validate-nodes"];
+        assert_eq!(
+            (detail.attempts, detail.pod.as_deref()),
+            (0, None),
+            "no attempt started"
+        );
+        assert!(
+            detail
+                .message
+                .as_deref()
+                .is_some_and(|m| m.contains("exceeded quota: none"))
+        );
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("Unknown", "PodRefused"));
+        assert!(
+            message.contains("step validate-nodes waits") && message.contains("exceeded quota"),
+            "{message}"
+        );
+        assert!(plan.refused.is_some(), "retried with backoff");
+        let reasons: Vec<_> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(reasons, ["PodRefused"]);
+        // Said once: the next refusal changes nothing people see.
+        let mut waiting = wf.clone();
+        waiting.status = Some(plan.status);
+        let again = plan_refused(
+            &waiting,
+            &Attempts::new(),
+            &[("validate-nodes", FULL_QUOTA)],
+        );
+        assert!(again.events.is_empty(), "{:?}", again.events);
+        // Room again: the step starts.
+        let room = plan_now(&waiting, &Attempts::new(), &Judge::new());
+        assert_eq!(starts(&room), [("validate-nodes".to_string(), 1)]);
+        assert_eq!(condition(&room).1, "Running");
+    }
+
+    #[test]
+    fn a_retry_whose_pod_a_full_quota_refuses_keeps_the_previous_attempt_recorded() {
+        let mut wf = workflow(&[("flaky", &[])]);
+        wf.spec.steps[0].retries = Some(2);
+        let mut judge = Judge::new();
+        judge.retry_exit_code = Some(75);
+        let mut started = wf.clone();
+        started.status = Some(plan_now(&wf, &Attempts::new(), &judge).status);
+        let observed = Observed {
+            attempts: attempts(&[("flaky", 1, Some((75, "busy")))]),
+            refused: [("flaky".to_string(), PodRefusal::new(FULL_QUOTA))].into(),
+        };
+        let plan = plan_workflow(
+            &started,
+            &observed,
+            &judge,
+            &plugin_ref(),
+            "busybox:1.36",
+            now(),
+        );
+        assert!(plan.create.is_empty());
+        let detail = &plan.status.step_details["flaky"];
+        assert_eq!(
+            (detail.attempts, detail.pod.as_deref()),
+            (1, Some("pod-flaky-1"))
+        );
+        assert_eq!(plan.status.step_status["flaky"], Phase::Running);
+        assert_eq!(condition(&plan).1, "PodRefused");
+    }
+
+    #[test]
+    fn a_step_whose_pod_a_policy_refuses_fails_the_workflow_quoting_the_refusal() {
+        let wf = workflow(SEED);
+        let refusal = "pods \"p\" is forbidden: violates PodSecurity \"restricted:latest\": runAsNonRoot != true";
+        let plan = plan_refused(&wf, &Attempts::new(), &[("validate-nodes", refusal)]);
+        assert!(plan.create.is_empty());
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("False", "StepFailed"));
+        assert_eq!(
+            message,
+            format!("step validate-nodes: its pod was refused: {refusal}")
+        );
+        let reasons: Vec<_> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(reasons, ["StepFailed", "WorkflowFailed"]);
+        assert!(plan.refused.is_none(), "nothing to retry");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use super::refusal::PodRefusal;
 use crate::api::{Phase, Step, StepDetail};
 use crate::controllers::reason;
 use crate::controllers::status::Transition;
@@ -108,6 +109,9 @@ pub enum StepMove {
     /// The plugin could not answer now (it ran out of time, or could not be started): the
     /// step stays as it is and the question is asked again after a backoff.
     Unanswered(PluginError),
+    /// Its pod was to start, and the API server refused it for now (a full quota): the step
+    /// stays as it is and its pod is tried again after a backoff.
+    Refused(String),
 }
 
 /// Decides the next move of one step.
@@ -170,6 +174,8 @@ pub struct StepEffects {
     pub failure: Option<String>,
     /// Its plugin could not answer now.
     pub unavailable: Option<PluginError>,
+    /// Its pod was refused for now: why, as the API server said it.
+    pub refused: Option<String>,
     /// What to tell people about it (a retry, a failure).
     pub event: Option<Transition>,
 }
@@ -283,11 +289,35 @@ pub fn apply_move(
                 Phase::Pending
             }
         }
+        StepMove::Refused(why) => {
+            detail.message = Some(format!("waiting: its pod was refused: {why}"));
+            effects.refused = Some(why);
+            if latest.is_some() {
+                Phase::Running
+            } else {
+                Phase::Pending
+            }
+        }
     };
     StepDecision {
         phase,
         detail,
         effects,
+    }
+}
+
+/// The move of a step whose pod the API server refused: one that was to start a pod waits
+/// for a refusal that clears by itself and fails for any other; other moves start no pod and
+/// stand.
+pub fn refused_move(step_move: StepMove, name: &str, refusal: Option<&PodRefusal>) -> StepMove {
+    match (step_move, refusal) {
+        (StepMove::Start | StepMove::Retry(_), Some(r)) if r.clears_by_itself => {
+            StepMove::Refused(r.message.clone())
+        }
+        (StepMove::Start | StepMove::Retry(_), Some(r)) => {
+            StepMove::Failed(format!("step {name}: its pod was refused: {}", r.message))
+        }
+        (step_move, _) => step_move,
     }
 }
 

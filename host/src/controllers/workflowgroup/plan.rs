@@ -25,6 +25,8 @@ pub struct ObservedWorkflow {
     pub name: String,
     /// Its phase, once its controller has written one.
     pub phase: Option<Phase>,
+    /// Its `Succeeded` condition's reason.
+    pub reason: String,
     /// Its `Succeeded` condition's message.
     pub message: String,
 }
@@ -33,13 +35,12 @@ impl ObservedWorkflow {
     /// What the group needs to know of `workflow`.
     pub fn of(workflow: &Workflow) -> Self {
         let status = workflow.status.as_ref();
+        let condition = status.and_then(|s| succeeded(&s.conditions));
         ObservedWorkflow {
             name: workflow.name_any(),
             phase: status.and_then(|s| s.phase),
-            message: status
-                .and_then(|s| succeeded(&s.conditions))
-                .map(|c| c.message.clone())
-                .unwrap_or_default(),
+            reason: condition.map(|c| c.reason.clone()).unwrap_or_default(),
+            message: condition.map(|c| c.message.clone()).unwrap_or_default(),
         }
     }
 }
@@ -158,6 +159,11 @@ pub fn plan_group(
             Some((w, Phase::Failed)) => {
                 let message = format!("workflow {} ({t}) failed: {}", w.name, w.message);
                 return plan.finish(Phase::Failed, reason::WORKFLOW_FAILED, message);
+            }
+            // Its step's pod is refused for now (a full quota): the group says why it waits.
+            Some((w, Phase::Pending | Phase::Running)) if w.reason == reason::POD_REFUSED => {
+                let message = format!("workflow {} ({t}): {}", w.name, w.message);
+                return plan.wait(reason::POD_REFUSED, message);
             }
             Some((w, Phase::Pending)) => {
                 let message = format!("workflow {} ({t}) is pending", w.name);
@@ -503,6 +509,7 @@ mod tests {
                     ObservedWorkflow {
                         name: format!("wf-{t}"),
                         phase: Some(*p),
+                        reason: String::new(),
                         message: "step x failed: boom".into(),
                     },
                 )
@@ -899,5 +906,24 @@ mod tests {
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         assert!(plan.create.is_none());
         assert_eq!(Some(plan.status), group.status);
+    }
+
+    #[test]
+    fn a_workflow_whose_step_pod_is_refused_for_now_has_the_group_say_why_it_waits() {
+        let mut wfs = observed(&[("pre-check", Phase::Running)]);
+        if let Some(w) = wfs.get_mut("pre-check") {
+            w.reason = "PodRefused".into();
+            w.message = "step validate-nodes waits: its pod was refused: exceeded quota: none; trying again shortly".into();
+        }
+        let plan = plan_group(&sample(), &wfs, &all_loaded(), now());
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("Unknown", "PodRefused"));
+        assert!(
+            message.starts_with("workflow wf-pre-check (pre-check): step validate-nodes waits"),
+            "{message}"
+        );
+        assert!(message.contains("exceeded quota: none"), "{message}");
+        let reasons: Vec<_> = plan.events.iter().map(|e| e.reason.as_str()).collect();
+        assert_eq!(reasons, ["PodRefused"]);
     }
 }

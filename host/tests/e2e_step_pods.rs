@@ -1,0 +1,176 @@
+//! End to end: step pods the API server refuses. A refusal is the step's outcome, said where
+//! users look (the Workflow's and the group's condition, one Event), never a reconcile error
+//! loop: a full quota keeps the step waiting until there is room; a policy fails it.
+
+#[path = "support/operator.rs"]
+mod operator;
+
+use std::time::Duration;
+
+use operator::*;
+use serde_json::Value;
+use workflow_e2e::poll_until;
+
+/// Waits until `what` in `ns` has a `Succeeded` condition with `reason`, and returns it.
+fn wait_reason(ns: &str, what: &str, reason: &str, operator: &mut Operator) -> Value {
+    let log = operator.log();
+    let (condition, _) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        &format!("{what} to say {reason}"),
+        || {
+            operator.assert_running();
+            let seen = succeeded_condition(&get(ns, what));
+            if seen["reason"] == reason {
+                Ok(seen)
+            } else {
+                Err(seen)
+            }
+        },
+        |seen| format!("its Succeeded condition: {seen}\n{log}"),
+    );
+    condition
+}
+
+/// The notes of the Events with `reason` in `ns`.
+fn event_notes(ns: &str, reason: &str) -> Vec<String> {
+    let selector = format!("reason={reason}");
+    cluster().kubectl_json(&["-n", ns, "get", "events", "--field-selector", &selector])["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .iter()
+        .map(|e| {
+            e["message"]
+                .as_str()
+                .or_else(|| e["note"].as_str())
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect()
+}
+
+#[test]
+fn a_quota_of_zero_pods_keeps_the_group_waiting_saying_why_until_the_quota_goes() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-quota");
+    cluster.apply_yaml_in(
+        &ns,
+        "apiVersion: v1\nkind: ResourceQuota\nmetadata:\n  name: no-pods\nspec:\n  hard:\n    pods: \"0\"\n",
+    );
+    let plugins = plugin_dir(&["pre-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    cluster.apply_yaml_in(&ns, &group_yaml("quota", &["pre-check"], "", ""));
+
+    let group = wait_reason(&ns, "workflowgroup/quota", "PodRefused", &mut operator);
+    let message = group["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("its pod was refused") && message.contains("quota"),
+        "the group quotes the refusal: {message}"
+    );
+    let workflow = list(&ns, "workflows", None)
+        .into_iter()
+        .next()
+        .expect("the group's Workflow");
+    let condition = succeeded_condition(&workflow);
+    assert_eq!(condition["reason"], "PodRefused", "{condition}");
+    assert_eq!(workflow["status"]["phase"], "Pending", "no step started");
+    assert!(list(&ns, "pods", None).is_empty(), "no pod exists");
+    // Said once on the Workflow however often the create is tried again.
+    std::thread::sleep(Duration::from_secs(3));
+    let notes = event_notes(&ns, "PodRefused");
+    let on_workflow = notes.iter().filter(|n| n.starts_with("step ")).count();
+    assert_eq!(on_workflow, 1, "one Event on the Workflow: {notes:?}");
+    assert!(
+        operator.log_text().contains("step pod refused"),
+        "the operator logs the refusal as what it is"
+    );
+
+    cluster.kubectl_ok(&["-n", &ns, "delete", "resourcequota", "no-pods"]);
+    wait_group_phase(&ns, "quota", "Completed", &mut operator);
+}
+
+#[test]
+fn a_step_pod_an_admission_policy_refuses_fails_the_workflow_and_the_group_quoting_it() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-policy");
+    let policy = format!("no-step-pods-{ns}");
+    cluster.apply_yaml(&format!(
+        "apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicy
+metadata:
+  name: {policy}
+spec:
+  failurePolicy: Fail
+  matchConstraints:
+    resourceRules:
+    - apiGroups: [\"\"]
+      apiVersions: [\"v1\"]
+      operations: [\"CREATE\"]
+      resources: [\"pods\"]
+  validations:
+  - expression: \"!has(object.metadata.labels) || !('workflow.rxg456.cn/step' in object.metadata.labels)\"
+    message: step pods are not allowed in this namespace
+---
+apiVersion: admissionregistration.k8s.io/v1
+kind: ValidatingAdmissionPolicyBinding
+metadata:
+  name: {policy}
+spec:
+  policyName: {policy}
+  validationActions: [Deny]
+  matchResources:
+    namespaceSelector:
+      matchLabels:
+        kubernetes.io/metadata.name: {ns}
+"
+    ));
+    // A policy takes effect a moment after it is stored: wait until it refuses a step-like pod.
+    let probe = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: probe\n  labels:\n    workflow.rxg456.cn/step: probe\nspec:\n  containers:\n  - name: c\n    image: busybox:1.36\n";
+    poll_until(
+        Duration::from_millis(200),
+        TIMEOUT,
+        "the admission policy to refuse step pods",
+        || {
+            let out = cluster.kubectl_with_stdin(
+                &["-n", &ns, "create", "--dry-run=server", "-f", "-"],
+                probe.as_bytes(),
+            );
+            let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+            if stderr.contains("not allowed in this namespace") {
+                Ok(())
+            } else {
+                Err(stderr)
+            }
+        },
+        |stderr| format!("kubectl create --dry-run=server said: {stderr}"),
+    );
+    let plugins = plugin_dir(&["pre-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    cluster.apply_yaml_in(&ns, &group_yaml("refused", &["pre-check"], "", ""));
+
+    wait_group_phase(&ns, "refused", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/refused"));
+    assert!(
+        message.contains("its pod was refused")
+            && message.contains("step pods are not allowed in this namespace"),
+        "the group quotes the refusal: {message}"
+    );
+    let workflow = list(&ns, "workflows", None)
+        .into_iter()
+        .next()
+        .expect("the group's Workflow");
+    assert_eq!(workflow["status"]["phase"], "Failed");
+    let notes = event_notes(&ns, "StepFailed");
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("not allowed in this namespace"),
+        "{notes:?}"
+    );
+    operator.assert_running();
+    cluster.kubectl_ok(&[
+        "delete",
+        "validatingadmissionpolicybinding,validatingadmissionpolicy",
+        &policy,
+    ]);
+}
