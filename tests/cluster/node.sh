@@ -515,6 +515,9 @@ cmd_up() {
   [[ "$(id -u)" == 0 ]] || die "the real node needs root (containers, mounts, cgroups, a bridge)"
   [[ -f "${KUBECONFIG_FILE}" && -f "${PKI}/ca.key" ]] \
     || die "no cluster in ${STATE_DIR}: start it with tests/cluster/cluster.sh up"
+  # A unix socket's path holds at most 107 bytes; containerd adds ".ttrpc" to its own.
+  (( ${#CONTAINERD_SOCK} <= 100 )) \
+    || die "state directory ${STATE_DIR} is too deep for containerd's socket (${CONTAINERD_SOCK}): use a shorter WORKFLOW_CLUSTER_DIR"
   if [[ -d "${NODE_DIR}" ]]; then
     if healthy; then
       log "already running and Ready (node ${NODE_NAME})"
@@ -546,7 +549,11 @@ cmd_up() {
   for s in "${SYSCTLS[@]}"; do
     [[ -f "/proc/sys/${s}" ]] && echo "${s}=$(cat "/proc/sys/${s}")" >> "${NODE_DIR}/sysctl.saved"
   done
+  # What the node put on the host under which names (tests check that down removes it).
   cat > "${NODE_ENV}" <<EOF
+NODE_NAME=${NODE_NAME}
+CGROUP_ROOT=${CGROUP_ROOT}
+BRIDGE=${BRIDGE}
 NODE_IP=${ip}
 KUBELET_PORT=${port}
 KUBELET_HEALTHZ_PORT=${healthz_port}
@@ -639,10 +646,12 @@ cmd_down() {
   local t0; t0=$(date +%s%N)
   [[ "$(id -u)" == 0 ]] || die "stopping the real node needs root"
 
-  # With the API server up, the Node goes too: nothing is scheduled to a node that is gone, and
-  # the pod garbage collector removes the pods bound to it.
+  # With the API server up, the Node and its pods go too: nothing is scheduled to a node that is
+  # gone, and a node started again later does not find the pods of this one.
   if [[ -f "${KUBECONFIG_FILE}" ]] && kc get --raw /readyz >/dev/null 2>&1; then
     kc delete node "${NODE_NAME}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    kc delete pods --all-namespaces --field-selector "spec.nodeName=${NODE_NAME}" \
+      --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
   fi
 
   local netns; netns="$(pod_netns)"
