@@ -42,14 +42,18 @@ export PAUSE_IMAGE="localhost/workflow-pause:1.0"
 OPERATOR_IMAGE_ARCHIVE="${REPO_ROOT}/target/image/workflow-operator.tar"
 CNI_BIN_DIR=/usr/lib/cni
 # Set by the kubelet (vm.overcommit_memory, kernel.panic, ...) and the bridge plugin
-# (net.ipv4.ip_forward): `up` records them, `down` puts them back.
+# (net.ipv4.ip_forward) for the whole host.
 SYSCTLS=(net/ipv4/ip_forward vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops
   kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 # Directories the kubelet (its device plugin socket), containerd (shim sockets, network
-# namespaces) and libcni (its result cache) use whatever their configuration: `down` removes
-# their entries for this node, and those `up` found missing once empty.
+# namespaces) and libcni (its result cache) use whatever their configuration. `down` removes
+# this node's entries in them.
 HOST_DIRS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/lib/cni /var/lib/cni/results
   /var/log/containers /run/containerd /run/containerd/s /run/netns)
+# Shared by the real nodes of every cluster on this host: the first `up` records the sysctls'
+# values and which HOST_DIRS were missing; the `down` that leaves no kubelet running puts the
+# values back and removes those directories once empty.
+HOST_RECORD=/run/workflow-operator-real-node
 
 # Names on the host that must not collide with another cluster's node: derived from the state
 # directory.
@@ -494,6 +498,39 @@ serializeImagePulls: false
 EOF
 }
 
+record_host_state() {
+  mkdir -p "${HOST_RECORD}"
+  local s d
+  if [[ ! -f "${HOST_RECORD}/sysctls" ]]; then
+    for s in "${SYSCTLS[@]}"; do
+      [[ -f "/proc/sys/${s}" ]] && echo "${s}=$(cat "/proc/sys/${s}")"
+    done > "${HOST_RECORD}/sysctls.tmp"
+    mv "${HOST_RECORD}/sysctls.tmp" "${HOST_RECORD}/sysctls"
+  fi
+  for d in "${HOST_DIRS[@]}"; do
+    [[ -e "${d}" ]] || echo "${d}"
+  done >> "${HOST_RECORD}/dirs-created"
+}
+
+# Once no kubelet runs on the host: the sysctls as the first node found them, and none of the
+# directories the nodes created (the kubelet's device plugin socket has a fixed path).
+restore_host_state() {
+  rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+  [[ -d "${HOST_RECORD}" ]] || return 0
+  local line d
+  if [[ -f "${HOST_RECORD}/sysctls" ]]; then
+    while IFS= read -r line; do
+      echo "${line#*=}" > "/proc/sys/${line%%=*}" 2>/dev/null || true
+    done < "${HOST_RECORD}/sysctls"
+  fi
+  if [[ -f "${HOST_RECORD}/dirs-created" ]]; then
+    sort -ru "${HOST_RECORD}/dirs-created" | while IFS= read -r d; do
+      rmdir "${d}" 2>/dev/null || true
+    done
+  fi
+  rm -rf "${HOST_RECORD}"
+}
+
 node_ready() {
   [[ "$(kc get node "${NODE_NAME}" \
       -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == "True" ]]
@@ -540,15 +577,7 @@ cmd_up() {
   subnet="$(pod_subnet)"
   mkdir -p "${NODE_DIR}" "${LOGS}" "${PIDS}"
   chmod 700 "${NODE_DIR}"
-  local d
-  for d in "${HOST_DIRS[@]}"; do
-    [[ -e "${d}" ]] || echo "${d}"
-  done > "${NODE_DIR}/host-dirs.created"
-  : > "${NODE_DIR}/sysctl.saved"
-  local s
-  for s in "${SYSCTLS[@]}"; do
-    [[ -f "/proc/sys/${s}" ]] && echo "${s}=$(cat "/proc/sys/${s}")" >> "${NODE_DIR}/sysctl.saved"
-  done
+  record_host_state
   # What the node put on the host under which names (tests check that down removes it).
   cat > "${NODE_ENV}" <<EOF
 NODE_NAME=${NODE_NAME}
@@ -672,7 +701,7 @@ cmd_down() {
   kill_until_gone "containerd shims" our_processes
   kill_until_gone "pod processes" cgroup_processes
 
-  local f d
+  local f
   for f in ${netns}; do
     umount "${f}" 2>/dev/null || umount -l "${f}" 2>/dev/null || true
     rm -f "${f}"
@@ -692,21 +721,7 @@ cmd_down() {
   done
   ip link delete "${BRIDGE}" 2>/dev/null || true
   for f in $(log_symlinks) $(cni_cache_entries); do rm -f "${f}"; done
-  # The kubelet's device plugin socket has a fixed path: another kubelet may own it now.
-  other_kubelet_running || rm -f /var/lib/kubelet/device-plugins/kubelet.sock
-  if [[ -f "${NODE_DIR}/host-dirs.created" ]]; then
-    sort -r "${NODE_DIR}/host-dirs.created" | while IFS= read -r d; do
-      rmdir "${d}" 2>/dev/null || true
-    done
-  fi
-
-  # The sysctls go back unless another kubelet still runs on this host.
-  if [[ -f "${NODE_DIR}/sysctl.saved" ]] && ! other_kubelet_running; then
-    local line
-    while IFS= read -r line; do
-      echo "${line#*=}" > "/proc/sys/${line%%=*}" 2>/dev/null || true
-    done < "${NODE_DIR}/sysctl.saved"
-  fi
+  other_kubelet_running || restore_host_state
 
   local left; left="$(leftovers)"
   if [[ -n "${left}" ]]; then
