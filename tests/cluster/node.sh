@@ -33,7 +33,7 @@ CACHE_ROOT="${WORKFLOW_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-o
 IMAGES_DIR="${CACHE_ROOT}/node-images"
 START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
 
-NODE_NAME="${REAL_NODE_NAME:-real-node-0}"
+NODE_NAME=real-node-0
 NODE_LABEL="workflow.rxg456.cn/node=real"
 NODE_TAINT_KEY="workflow.rxg456.cn/real-node"
 NODE_TAINT="${NODE_TAINT_KEY}=true:NoSchedule"
