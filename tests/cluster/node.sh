@@ -552,6 +552,8 @@ cmd_up() {
   [[ "$(id -u)" == 0 ]] || die "the real node needs root (containers, mounts, cgroups, a bridge)"
   [[ -f "${KUBECONFIG_FILE}" && -f "${PKI}/ca.key" ]] \
     || die "no cluster in ${STATE_DIR}: start it with tests/cluster/cluster.sh up"
+  [[ -f "${PKI}/apiserver-kubelet-client.crt" ]] \
+    || die "the cluster in ${STATE_DIR} was started by an older cluster.sh, without what a kubelet needs: restart it (tests/cluster/cluster.sh down, then up)"
   # A unix socket's path holds at most 107 bytes; containerd adds ".ttrpc" to its own.
   (( ${#CONTAINERD_SOCK} <= 100 )) \
     || die "state directory ${STATE_DIR} is too deep for containerd's socket (${CONTAINERD_SOCK}): use a shorter WORKFLOW_CLUSTER_DIR"
