@@ -215,17 +215,23 @@ mounts_under() {
     }' /proc/self/mountinfo | sort -rn | cut -f2- | uniq
 }
 
-# The network namespaces in /run/netns that the node's pods hold (matched by inode: containerd
-# 1.6 pins them there whatever its state directory).
+# The network namespaces in /run/netns of the node's pods (containerd 1.6 pins them there
+# whatever its state directory): those at the other end of a veth on the node's bridge, and
+# those a process in the node's cgroups is in (matched by inode), e.g. a sandbox whose veth the
+# bridge plugin has not yet attached.
 pod_netns() {
   local ns_inodes f pid
-  ns_inodes="$(for pid in $(cgroup_processes); do stat -L -c %i "/proc/${pid}/ns/net" 2>/dev/null; done | sort -u)"
-  [[ -n "${ns_inodes}" ]] || return 0
-  for f in /run/netns/*; do
-    [[ -e "${f}" ]] || continue
-    grep -qx "$(stat -L -c %i "${f}" 2>/dev/null)" <<<"${ns_inodes}" && echo "${f}"
-  done
-  return 0
+  {
+    ip -o link show master "${BRIDGE}" 2>/dev/null \
+      | awk '{ for (i = 1; i < NF; i++) if ($i == "link-netns") print "/run/netns/" $(i + 1) }'
+    ns_inodes="$(for pid in $(cgroup_processes); do stat -L -c %i "/proc/${pid}/ns/net" 2>/dev/null; done)"
+    if [[ -n "${ns_inodes}" ]]; then
+      for f in /run/netns/*; do
+        [[ -e "${f}" ]] || continue
+        grep -qx "$(stat -L -c %i "${f}" 2>/dev/null)" <<<"${ns_inodes}" && echo "${f}"
+      done
+    fi
+  } | sort -u
 }
 
 # The kubelet's /var/log/containers entries that point into this node's pod logs.
@@ -677,16 +683,17 @@ cmd_down() {
   local t0; t0=$(date +%s%N)
   [[ "$(id -u)" == 0 ]] || die "stopping the real node needs root"
 
+  # First, while every pod's processes and veth still tell where its network namespace is.
+  local netns; netns="$(pod_netns)"
+  stop kubelet
   # With the API server up, the Node and its pods go too: nothing is scheduled to a node that is
-  # gone, and a node started again later does not find the pods of this one.
+  # gone, and a node started again later does not find the pods of this one. Only now: a kubelet
+  # still running would start tearing the pods down itself, half-way.
   if [[ -f "${KUBECONFIG_FILE}" ]] && kc get --raw /readyz >/dev/null 2>&1; then
     kc delete node "${NODE_NAME}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
     kc delete pods --all-namespaces --field-selector "spec.nodeName=${NODE_NAME}" \
       --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
   fi
-
-  local netns; netns="$(pod_netns)"
-  stop kubelet
   # Kill and delete every task through containerd, so each shim exits and removes its socket.
   if is_running containerd; then
     local ns id
@@ -726,6 +733,10 @@ cmd_down() {
   other_kubelet_running || restore_host_state
 
   local left; left="$(leftovers)"
+  for f in ${netns}; do
+    [[ -e "${f}" ]] && left+=$'\n'"network namespace ${f}"
+  done
+  left="$(sed '/^$/d' <<<"${left}")"
   if [[ -n "${left}" ]]; then
     echo "node.sh: error: the real node left behind:" >&2
     echo "${left}" | sed 's/^/  /' >&2

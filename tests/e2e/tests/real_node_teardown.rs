@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use workflow_e2e::{
     CLUSTER_DIR_ENV, Cluster, REAL_NODE, REAL_NODE_IMAGES, real_node_placement, repo_root,
 };
@@ -226,7 +226,7 @@ fn another_kubelet_runs() -> bool {
     })
 }
 
-fn pod(name: &str, command: &[&str], spec: Value) -> String {
+fn pod(name: &str, image: &str, command: &[&str]) -> String {
     let mut pod = json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -235,20 +235,15 @@ fn pod(name: &str, command: &[&str], spec: Value) -> String {
             "restartPolicy": "Never",
             "containers": [{
                 "name": "main",
-                "image": REAL_NODE_IMAGES[0],
+                "image": image,
                 "command": command,
                 "volumeMounts": [{ "name": "scratch", "mountPath": "/scratch" }],
             }],
             "volumes": [{ "name": "scratch", "emptyDir": { "medium": "Memory" } }],
         },
     });
-    for fields in [real_node_placement(), spec]
-        .iter()
-        .filter_map(Value::as_object)
-    {
-        for (key, value) in fields {
-            pod["spec"][key] = value.clone();
-        }
+    for (key, value) in real_node_placement().as_object().into_iter().flatten() {
+        pod["spec"][key] = value.clone();
     }
     pod.to_string()
 }
@@ -265,18 +260,24 @@ fn cluster_down_leaves_nothing_of_the_real_node_on_the_host() {
     let cgroup_root = node_env(&dir, "CGROUP_ROOT");
     let bridge = node_env(&dir, "BRIDGE");
 
-    // Pods in each state down meets: running (one ignoring SIGTERM, one with a tmpfs volume)
-    // and finished.
+    // Pods in each state down meets: running (one ignoring SIGTERM), finished, and one whose
+    // sandbox runs while the image it asks for cannot be pulled; each with a tmpfs volume.
     let ns = cluster.fresh_namespace("teardown");
-    for manifest in [
-        pod(
-            "stubborn",
-            &["sh", "-c", "trap '' TERM; sleep 3600 & wait"],
-            json!({}),
+    let busybox = REAL_NODE_IMAGES[0];
+    let stubborn: &[&str] = &["sh", "-c", "trap '' TERM; sleep 3600 & wait"];
+    let pods: [(&str, &str, &[&str], &[&str]); 4] = [
+        ("stubborn", busybox, stubborn, &["Running"]),
+        ("sleeper", busybox, &["sleep", "3600"], &["Running"]),
+        ("done", busybox, &["true"], &["Succeeded"]),
+        (
+            "unpullable",
+            "localhost/absent:1.0",
+            &["true"],
+            &["ErrImagePull", "ImagePullBackOff"],
         ),
-        pod("sleeper", &["sleep", "3600"], json!({})),
-        pod("done", &["true"], json!({})),
-    ] {
+    ];
+    for (name, image, command, _) in pods {
+        let manifest = pod(name, image, command);
         let out =
             cluster.kubectl_with_stdin(&["-n", &ns, "create", "-f", "-"], manifest.as_bytes());
         assert!(
@@ -285,15 +286,14 @@ fn cluster_down_leaves_nothing_of_the_real_node_on_the_host() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    for (name, phase) in [
-        ("stubborn", "Running"),
-        ("sleeper", "Running"),
-        ("done", "Succeeded"),
-    ] {
-        cluster.wait_for(&format!("pod {name} {phase}"), TIMEOUT, || {
+    for (name, _, _, states) in pods {
+        cluster.wait_for(&format!("pod {name} in {states:?}"), TIMEOUT, || {
             let pod = cluster.kubectl_json(&["-n", &ns, "get", "pod", name]);
             assert_eq!(pod["spec"]["nodeName"], REAL_NODE, "pod: {pod:#}");
-            pod["status"]["phase"] == phase
+            let waiting = &pod["status"]["containerStatuses"][0]["state"]["waiting"]["reason"];
+            [&pod["status"]["phase"], waiting]
+                .iter()
+                .any(|state| states.iter().any(|s| state.as_str() == Some(*s)))
         });
     }
 
@@ -316,7 +316,7 @@ fn cluster_down_leaves_nothing_of_the_real_node_on_the_host() {
         "pods' processes in cgroup {cgroup_root}: {pod_pids:?}"
     );
     assert!(
-        netns.len() >= 2,
+        netns.len() >= 3,
         "network namespaces of the running pods: {netns:?}"
     );
     assert!(
