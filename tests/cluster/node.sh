@@ -22,6 +22,8 @@ set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 REPO_ROOT="$(cd "${HERE}/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "${REPO_ROOT}/scripts/lib.sh"
 STATE_DIR="${WORKFLOW_CLUSTER_DIR:-${REPO_ROOT}/.local-cluster}"
 PKI="${STATE_DIR}/pki"
 LOGS="${STATE_DIR}/logs"
@@ -66,13 +68,8 @@ POD_LOGS="${NODE_DIR}/pod-logs"
 die() { echo "node.sh: error: $*" >&2; exit 1; }
 log() { echo "[node] $*"; }
 
-if [[ -z "${KUBECTL:-}" ]]; then
-  KUBECTL=kubectl
-  for k in /usr/lib/google-cloud-sdk/bin/kubectl.1.34 /usr/lib/google-cloud-sdk/bin/kubectl.1.33; do
-    if [[ -x "${k}" ]]; then KUBECTL="${k}"; break; fi
-  done
-fi
-kc() { KUBECONFIG="${KUBECONFIG_FILE}" "${KUBECTL}" --request-timeout=10s "$@"; }
+# kubectl (scripts/lib.sh chooses the client) on this cluster, with a short request timeout.
+kc() { KUBECONFIG="${KUBECONFIG_FILE}" KUBECTL_REQUEST_TIMEOUT=10s kubectl "$@"; }
 ctr_() { ctr --address "${CONTAINERD_SOCK}" "$@"; }
 
 # ------------------------------------------------------------------------------ processes
@@ -315,19 +312,6 @@ host_ip() {
   [[ -n "${ip:-}" ]] || ip="$(ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')"
   [[ -n "${ip}" ]] || die "no global IPv4 address on this host (set REAL_NODE_IP)"
   echo "${ip}"
-}
-
-# free_ports <address> <n>: n distinct free TCP ports on that address.
-free_ports() {
-  python3 - "$1" "$2" <<'PY'
-import socket, sys
-socks = []
-for _ in range(int(sys.argv[2])):
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind((sys.argv[1], 0))
-    socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-PY
 }
 
 # A /24 for the pods, 10.244.N.0/24 with N from the node's id, moved on past any routed one.
@@ -580,8 +564,8 @@ cmd_up() {
 
   local ip port healthz_port subnet
   ip="$(host_ip)"
-  read -r port <<<"$(free_ports "${ip}" 1)"
-  read -r healthz_port <<<"$(free_ports 127.0.0.1 1)"
+  port="$(free_ports 1 "${ip}")"
+  healthz_port="$(free_ports 1)"
   subnet="$(pod_subnet)"
   mkdir -p "${NODE_DIR}" "${LOGS}" "${PIDS}"
   chmod 700 "${NODE_DIR}"

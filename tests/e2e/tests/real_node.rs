@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use workflow_e2e::{
-    Cluster, KWOK_NODE, REAL_NODE, REAL_NODE_IMAGES, REAL_NODE_LABEL, REAL_NODE_TAINT,
+    Cluster, KWOK_NODE, REAL_NODE, REAL_NODE_IMAGES, REAL_NODE_LABEL, REAL_NODE_TAINT, poll_until,
     real_node_placement,
 };
 
@@ -65,14 +65,19 @@ fn create_ok(cluster: &Cluster, ns: &str, pod: &Value) -> Instant {
 
 /// Waits until pod `name` in `ns` has finished (phase Succeeded or Failed) and returns it.
 fn finished_pod(cluster: &Cluster, ns: &str, name: &str) -> Value {
-    let mut pod = Value::Null;
-    cluster.wait_for(&format!("pod {ns}/{name} to finish"), TIMEOUT, || {
-        pod = cluster.kubectl_json(&["-n", ns, "get", "pod", name]);
-        matches!(
-            pod["status"]["phase"].as_str(),
-            Some("Succeeded" | "Failed")
-        )
-    });
+    let (pod, _) = poll_until(
+        Duration::from_millis(250),
+        TIMEOUT,
+        &format!("pod {ns}/{name} to finish"),
+        || {
+            let pod = cluster.kubectl_json(&["-n", ns, "get", "pod", name]);
+            match pod["status"]["phase"].as_str() {
+                Some("Succeeded" | "Failed") => Ok(pod),
+                _ => Err(pod),
+            }
+        },
+        |pod| format!("last seen: {pod:#}"),
+    );
     pod
 }
 
