@@ -30,15 +30,16 @@ fmt: ## Format the code
 	$(CARGO) fmt --all
 
 # The end-to-end tests start the local cluster themselves when it is not up (and use
-# WORKFLOW_E2E_KUBECONFIG when set); a cluster this target started is stopped afterwards.
-test: plugins image ## Unit, plugin and end-to-end tests (starts the local cluster; the image test unpacks make image)
+# WORKFLOW_E2E_KUBECONFIG when set); a cluster this target started is stopped afterwards. Its real
+# node (tests/cluster/node.sh, root) starts too: the real node tests fail without it.
+test: plugins image ## Unit, plugin and end-to-end tests (starts the local cluster with its real node; the image test unpacks make image)
 	@# The tests run their own operators; one left by `make demo` would race them.
 	@if [ -f .local-cluster/pids/operator.pid ]; then \
 	  echo "stopping the operator left by make demo (the tests run their own)"; \
 	  kill "$$(cat .local-cluster/pids/operator.pid)" 2>/dev/null || true; rm -f .local-cluster/pids/operator.pid; \
 	fi
 	@was_up=0; tests/cluster/cluster.sh status >/dev/null 2>&1 && was_up=1; \
-	$(CARGO) test --workspace --no-fail-fast; rc=$$?; \
+	WORKFLOW_REAL_NODE=$${WORKFLOW_REAL_NODE-1} $(CARGO) test --workspace --no-fail-fast; rc=$$?; \
 	if [ $$was_up = 0 ] && [ -z "$$KEEP_CLUSTER" ]; then tests/cluster/cluster.sh down; fi; \
 	exit $$rc
 

@@ -20,15 +20,15 @@ kubectl() { command "${KUBECTL}" --request-timeout="${KUBECTL_REQUEST_TIMEOUT:-6
 # say <words>: a progress line on stderr, tagged with $SAY_TAG (default: the script's name).
 say() { printf '[%s] %s\n' "${SAY_TAG:-$(basename "$0" .sh)}" "$*" >&2; }
 
-# free_ports [n]: n (default 1) distinct free TCP ports on 127.0.0.1, on one line. All are
-# held open until all are picked, so they differ.
+# free_ports [n] [address]: n (default 1) distinct free TCP ports on address (default
+# 127.0.0.1), on one line. All are held open until all are picked, so they differ.
 free_ports() {
-  python3 - "${1:-1}" <<'PY'
+  python3 - "${1:-1}" "${2:-127.0.0.1}" <<'PY'
 import socket, sys
 socks = []
 for _ in range(int(sys.argv[1])):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.bind(("127.0.0.1", 0))
+    s.bind((sys.argv[2], 0))
     socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 for s in socks:

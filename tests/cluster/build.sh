@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the local test cluster's binaries once per pinned version set into a
 # cache outside the repository:
-#   kube-apiserver, kube-controller-manager, kube-scheduler (k8s.io/kubernetes),
-#   etcd (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok).
+#   kube-apiserver, kube-controller-manager, kube-scheduler, kubelet, kube-proxy
+#   (k8s.io/kubernetes), etcd (go.etcd.io/etcd/server/v3) and kwok (sigs.k8s.io/kwok).
+# A cache that lacks some of them (built before they were added) gets only the missing ones.
 # Prints the bin directory on the last line of stdout.
 # Usage: tests/cluster/build.sh [--print-bin-dir]
 set -euo pipefail
@@ -17,7 +18,8 @@ CACHE_ROOT="${WORKFLOW_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-o
 CACHE_DIR="${CACHE_ROOT}/${KEY}"
 BIN_DIR="${CACHE_DIR}/bin"
 STAMP="${BIN_DIR}/.complete"
-BINARIES=(kube-apiserver kube-controller-manager kube-scheduler etcd kwok)
+KUBERNETES_BINARIES=(kube-apiserver kube-controller-manager kube-scheduler kubelet kube-proxy)
+BINARIES=("${KUBERNETES_BINARIES[@]}" etcd kwok)
 
 if [[ "${1:-}" == "--print-bin-dir" ]]; then
   echo "${BIN_DIR}"
@@ -32,6 +34,16 @@ all_present() {
   done
 }
 
+if all_present; then
+  echo "cached: ${BIN_DIR}"
+  exit 0
+fi
+
+# One build at a time per cache directory (two clusters starting at once); the other waits and
+# then finds the binaries there.
+mkdir -p "${CACHE_DIR}"
+exec 8>"${CACHE_DIR}/.build.lock"
+flock 8
 if all_present; then
   echo "cached: ${BIN_DIR}"
   exit 0
@@ -56,13 +68,14 @@ START=$(date +%s)
 log() { echo "[build.sh +$(( $(date +%s) - START ))s] $*"; }
 
 mkdir -p "${BIN_DIR}" "${CACHE_DIR}/build"
-rm -f "${STAMP}"
+# Each binary is moved into place only once complete, so a stamp left by an earlier build stays
+# while the missing ones are added; it is rewritten at the end.
 log "building ${KEY} into ${BIN_DIR} ($(go version), -p ${JOBS})"
 
 # ---------------------------------------------------------------- kubernetes
 build_kubernetes() {
   local need=0 b
-  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+  for b in "${KUBERNETES_BINARIES[@]}"; do
     [[ -x "${BIN_DIR}/${b}" ]] || need=1
   done
   if [[ ${need} -eq 0 ]]; then log "kubernetes binaries already built"; return; fi
@@ -97,9 +110,9 @@ build_kubernetes() {
     echo "require k8s.io/kubernetes ${K8S_VERSION}"
     echo
     echo "tool ("
-    echo "	k8s.io/kubernetes/cmd/kube-apiserver"
-    echo "	k8s.io/kubernetes/cmd/kube-controller-manager"
-    echo "	k8s.io/kubernetes/cmd/kube-scheduler"
+    for b in "${KUBERNETES_BINARIES[@]}"; do
+      echo "	k8s.io/kubernetes/cmd/${b}"
+    done
     echo ")"
     echo
     echo "replace ("
@@ -138,7 +151,7 @@ build_kubernetes() {
     ldflags+=" -X ${pkg}.buildDate=${build_date}"
   done
 
-  for b in kube-apiserver kube-controller-manager kube-scheduler; do
+  for b in "${KUBERNETES_BINARIES[@]}"; do
     if [[ -x "${BIN_DIR}/${b}" ]]; then log "${b}: already built"; continue; fi
     log "compiling ${b} (this takes several minutes on a cold cache)"
     (cd "${dir}" && go build -p "${JOBS}" -trimpath -ldflags "${ldflags}" \

@@ -27,7 +27,7 @@ PORTS_FILE="${STATE_DIR}/ports.env"
 NODE_NAME="${KWOK_NODE_NAME:-kwok-node-0}"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # kube-controller-manager controllers we need (and nothing node/cloud related).
-KCM_CONTROLLERS="job-controller,garbage-collector-controller,ttl-after-finished-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,replicaset-controller,deployment-controller,cronjob-controller,pod-garbage-collector-controller,clusterrole-aggregation-controller"
+KCM_CONTROLLERS="resourcequota-controller,job-controller,garbage-collector-controller,ttl-after-finished-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,replicaset-controller,deployment-controller,cronjob-controller,pod-garbage-collector-controller,clusterrole-aggregation-controller"
 START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
 
 die() { echo "cluster.sh: error: $*" >&2; exit 1; }
@@ -147,6 +147,12 @@ EXT
     openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
       -days 3650 -sha256 -extfile client.ext -out admin.crt 2>/dev/null
 
+    # The apiserver's client certificate for kubelets (logs, exec); node.sh grants it access.
+    openssl req -newkey rsa:2048 -nodes -keyout apiserver-kubelet-client.key \
+      -out apiserver-kubelet-client.csr -subj "/CN=kube-apiserver-kubelet-client" 2>/dev/null
+    openssl x509 -req -in apiserver-kubelet-client.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
+      -days 3650 -sha256 -extfile client.ext -out apiserver-kubelet-client.crt 2>/dev/null
+
     # Service-account token signing key.
     openssl genrsa -out sa.key 2048 2>/dev/null
     openssl rsa -in sa.key -pubout -out sa.pub 2>/dev/null
@@ -239,6 +245,7 @@ stop_components() {
 stop_all() {
   # Stop in reverse start order; `make demo`'s operator (pids/operator.pid, its plugin
   # directory inside the state directory) goes first.
+  "${HERE}/node.sh" down
   local order=(operator) i
   for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do order+=("${COMPONENTS[$i]}"); done
   stop_components ${1:+"$1"} "${order[@]}"
@@ -277,6 +284,7 @@ cmd_status() {
   else
     echo "  node ${NODE_NAME}        NOT Ready"; rc=1
   fi
+  "${HERE}/node.sh" status || rc=1
   echo "  kubeconfig               ${KUBECONFIG_FILE}"
   return "${rc}"
 }
@@ -322,14 +330,17 @@ start_apiserver() {
     --tls-cert-file="${PKI}/apiserver.crt" \
     --tls-private-key-file="${PKI}/apiserver.key" \
     --client-ca-file="${PKI}/ca.crt" \
-    --authorization-mode=RBAC \
+    --authorization-mode=Node,RBAC \
     --service-account-issuer="https://127.0.0.1:${APISERVER_PORT}" \
     --service-account-key-file="${PKI}/sa.pub" \
     --service-account-signing-key-file="${PKI}/sa.key" \
     --service-cluster-ip-range=10.96.0.0/24 \
     --endpoint-reconciler-type=none \
     --disable-admission-plugins=TaintNodesByCondition \
-    --enable-admission-plugins=OwnerReferencesPermissionEnforcement \
+    --enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement \
+    --kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP \
+    --kubelet-client-certificate="${PKI}/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="${PKI}/apiserver-kubelet-client.key" \
     --allow-privileged=true \
     --profiling=false \
     --v=1
@@ -341,6 +352,7 @@ cmd_up() {
   if [[ -d "${STATE_DIR}" ]]; then
     if all_healthy; then
       log "already running and healthy (KUBECONFIG=${KUBECONFIG_FILE})"
+      real_node_up
       return 0
     fi
     log "found a stale or partially running cluster in ${STATE_DIR}; cleaning up"
@@ -443,8 +455,12 @@ EOF
   for c in "${COMPONENTS[@]}"; do
     is_running "${c}" || fail_start "${c} exited during start-up"
   done
+  real_node_up
   log "ready in $(( $(date +%s) - t0 ))s: KUBECONFIG=${KUBECONFIG_FILE}"
 }
+
+# A real node beside kwok's (tests/cluster/node.sh), when WORKFLOW_REAL_NODE=1.
+real_node_up() { [[ "${WORKFLOW_REAL_NODE:-}" != 1 ]] || "${HERE}/node.sh" up || fail_start "the real node did not start"; }
 
 # cmd_restart <component> <start function> [--kill]: stops one control-plane process by its
 # pid file (SIGTERM, or SIGKILL as a crash would with --kill) and starts it again with the same

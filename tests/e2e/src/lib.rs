@@ -44,6 +44,28 @@ pub const DURATION_ANNOTATION: &str = "e2e.workflow.rxg456.cn/duration";
 /// Name of the kwok node registered by `cluster.sh up`.
 pub const KWOK_NODE: &str = "kwok-node-0";
 
+/// Environment variable that makes `tests/cluster/cluster.sh up` start the real node
+/// (`tests/cluster/node.sh`) when set to `1`.
+pub const REAL_NODE_ENV: &str = "WORKFLOW_REAL_NODE";
+/// Name of the real node: a kubelet with containerd and runc, beside kwok's.
+pub const REAL_NODE: &str = "real-node-0";
+/// Label on the real node, as (key, value): a pod selects it to land there.
+pub const REAL_NODE_LABEL: (&str, &str) = ("workflow.rxg456.cn/node", "real");
+/// Key of the real node's `NoSchedule` taint (value `"true"`): only pods that tolerate it land
+/// there, so nothing does by accident.
+pub const REAL_NODE_TAINT: &str = "workflow.rxg456.cn/real-node";
+/// The images the real node has (no registry is reachable; an image it lacks cannot be pulled).
+pub const REAL_NODE_IMAGES: [&str; 2] = ["busybox:1.36", "localhost/workflow-pause:1.0"];
+
+/// The pod spec fields that put a pod on the real node: its label as node selector and a
+/// toleration of its taint. Merge them into a pod's `spec`.
+pub fn real_node_placement() -> serde_json::Value {
+    serde_json::json!({
+        "nodeSelector": { REAL_NODE_LABEL.0: REAL_NODE_LABEL.1 },
+        "tolerations": [{ "key": REAL_NODE_TAINT, "operator": "Exists", "effect": "NoSchedule" }],
+    })
+}
+
 /// A Kubernetes cluster reachable through a kubeconfig file.
 #[derive(Debug, Clone)]
 pub struct Cluster {
@@ -281,6 +303,32 @@ impl Cluster {
             |()| String::new(),
         );
         waited
+    }
+
+    /// Panics unless the real node is registered and Ready, saying how to start it: tests that
+    /// need real containers fail rather than pass on kwok's fake node.
+    pub fn require_real_node(&self) {
+        let out = self.kubectl(&["get", "node", REAL_NODE, "-o", "json"]);
+        assert!(
+            out.status.success(),
+            "the cluster has no real node {REAL_NODE} ({}): start it with {REAL_NODE_ENV}=1 \
+             (`{REAL_NODE_ENV}=1 tests/cluster/cluster.sh up`, or {REAL_NODE_ENV}=1 in the \
+             environment of `cargo test`, whose harness runs that command); `make test` sets it",
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+        let node: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|e| panic!("kubectl get node {REAL_NODE} printed invalid JSON: {e}"));
+        let ready = node["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        assert!(
+            ready,
+            "the real node {REAL_NODE} is not Ready (`tests/cluster/node.sh status`, its logs in \
+             the cluster's logs/kubelet.log and logs/containerd.log): {:#}",
+            node["status"]["conditions"]
+        );
     }
 
     /// Creates a namespace with a unique name starting with `prefix` (lower

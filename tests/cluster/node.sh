@@ -1,0 +1,779 @@
+#!/usr/bin/env bash
+# A real node for the local cluster (tests/cluster/cluster.sh), beside kwok's fake one: kubelet
+# from the same pinned Kubernetes (tests/cluster/build.sh), containerd and runc from Debian's
+# packages, a CNI bridge, and local images (no registry is reachable).
+#
+#   tests/cluster/node.sh up                  start it (after the control plane); idempotent
+#   tests/cluster/node.sh down                stop it and remove everything it left on the host
+#   tests/cluster/node.sh status              state of containerd, kubelet and the node
+#   tests/cluster/node.sh import-image PATH   import an image archive (e.g. target/image/workflow-operator.tar)
+#
+# cluster.sh calls up (when WORKFLOW_REAL_NODE=1), down and status itself. Needs root.
+#
+# The node is named real-node-0, labelled workflow.rxg456.cn/node=real and tainted
+# workflow.rxg456.cn/real-node=true:NoSchedule: a pod lands on it only when it tolerates the taint
+# (and, to be sure to land there, selects the label). Everything lives in <state dir>/node/
+# (containerd's root, state and socket, runc's state, the kubelet's root, pod logs, volume
+# plugins, CNI config and IPAM) except what the kernel and the kubelet put elsewhere, all of which
+# `down` removes: the kubepods cgroups (under /sys/fs/cgroup/*/<cgroup root>), the CNI bridge,
+# the pods' network namespaces (/run/netns), the kubelet's symlinks in /var/log/containers and
+# the sysctls the kubelet and the bridge plugin set.
+set -euo pipefail
+
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "${HERE}/../.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "${REPO_ROOT}/scripts/lib.sh"
+STATE_DIR="${WORKFLOW_CLUSTER_DIR:-${REPO_ROOT}/.local-cluster}"
+PKI="${STATE_DIR}/pki"
+LOGS="${STATE_DIR}/logs"
+PIDS="${STATE_DIR}/pids"
+KUBECONFIG_FILE="${STATE_DIR}/kubeconfig"
+NODE_DIR="${STATE_DIR}/node"
+NODE_ENV="${NODE_DIR}/node.env"
+CACHE_ROOT="${WORKFLOW_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator}"
+IMAGES_DIR="${CACHE_ROOT}/node-images"
+START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
+
+NODE_NAME=real-node-0
+NODE_LABEL="workflow.rxg456.cn/node=real"
+NODE_TAINT_KEY="workflow.rxg456.cn/real-node"
+NODE_TAINT="${NODE_TAINT_KEY}=true:NoSchedule"
+export BUSYBOX_IMAGE="busybox:1.36"
+export PAUSE_IMAGE="localhost/workflow-pause:1.0"
+OPERATOR_IMAGE_ARCHIVE="${REPO_ROOT}/target/image/workflow-operator.tar"
+CNI_BIN_DIR=/usr/lib/cni
+# Set by the kubelet (vm.overcommit_memory, kernel.panic, ...) and the bridge plugin
+# (net.ipv4.ip_forward) for the whole host.
+SYSCTLS=(net/ipv4/ip_forward vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops
+  kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
+# Directories the kubelet (its device plugin socket), containerd (shim sockets, network
+# namespaces) and libcni (its result cache) use whatever their configuration. `down` removes
+# this node's entries in them.
+HOST_DIRS=(/var/lib/kubelet /var/lib/kubelet/device-plugins /var/lib/cni /var/lib/cni/results
+  /var/log/containers /run/containerd /run/containerd/s /run/netns)
+# Shared by the real nodes of every cluster on this host: the first `up` records the sysctls'
+# values and which HOST_DIRS were missing; the `down` that leaves no kubelet running puts the
+# values back and removes those directories once empty.
+HOST_RECORD=/run/workflow-operator-real-node
+
+# Names on the host that must not collide with another cluster's node: derived from the state
+# directory.
+ID="$(printf '%s' "${STATE_DIR}" | md5sum | cut -c1-8)"
+CGROUP_ROOT="workflow-node-${ID}"
+BRIDGE="wfnode${ID}"
+CONTAINERD_SOCK="${NODE_DIR}/containerd/containerd.sock"
+POD_LOGS="${NODE_DIR}/pod-logs"
+
+die() { echo "node.sh: error: $*" >&2; exit 1; }
+log() { echo "[node] $*"; }
+
+# kubectl (scripts/lib.sh chooses the client) on this cluster, with a short request timeout.
+kc() { KUBECONFIG="${KUBECONFIG_FILE}" KUBECTL_REQUEST_TIMEOUT=10s kubectl "$@"; }
+ctr_() { ctr --address "${CONTAINERD_SOCK}" "$@"; }
+
+# ------------------------------------------------------------------------------ processes
+
+pid_of() {
+  local f="${PIDS}/$1.pid" pid
+  [[ -f "${f}" ]] || return 1
+  pid="$(cat "${f}" 2>/dev/null || true)"
+  [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
+  echo "${pid}"
+}
+
+# Running and ours: the command line names the node directory (guards against pid reuse).
+is_running() {
+  local pid
+  pid="$(pid_of "$1")" || return 1
+  kill -0 "${pid}" 2>/dev/null || return 1
+  tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF "${NODE_DIR}"
+}
+
+pid_alive() {
+  local state
+  state="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
+  [[ -n "${state}" && "${state}" != Z* ]]
+}
+
+# Whether another cluster's kubelet runs on this host (ours, stopped, may linger as a zombie).
+other_kubelet_running() {
+  local p
+  for p in $(pgrep -x kubelet); do
+    pid_alive "${p}" && return 0
+  done
+  return 1
+}
+
+show_log_tail() {
+  if [[ -f "${LOGS}/$1.log" ]]; then
+    echo "----- last 40 lines of ${LOGS}/$1.log -----" >&2
+    tail -n 40 "${LOGS}/$1.log" >&2
+    echo "-----" >&2
+  fi
+}
+
+fail_start() {
+  echo "node.sh: error: $1" >&2
+  local c
+  for c in containerd kubelet; do
+    [[ -f "${PIDS}/${c}.pid" ]] && ! is_running "${c}" && echo "node.sh: ${c} is not running" >&2
+    show_log_tail "${c}"
+  done
+  echo "node.sh: run '$0 down' to clean up" >&2
+  exit 1
+}
+
+# start <name> <command...>: in its own session, logging to logs/<name>.log, with none of the
+# callers' lock descriptors.
+start() {
+  local c="$1"; shift
+  local pidfile="${PIDS}/${c}.pid" i
+  rm -f "${pidfile}"
+  setsid bash -c 'echo $$ > "$0"; exec "$@"' "${pidfile}" "$@" \
+    </dev/null >>"${LOGS}/${c}.log" 2>&1 8>&- 9>&- &
+  for i in $(seq 1 50); do
+    [[ -s "${pidfile}" ]] && return 0
+    sleep 0.1
+  done
+  fail_start "${c} did not start"
+}
+
+wait_until() {
+  # wait_until <description> <timeout-seconds> <process-to-watch> <command...>
+  local what="$1" timeout="$2" watch="$3"; shift 3
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    is_running "${watch}" || fail_start "${watch} exited while waiting for ${what}"
+    (( $(date +%s) < deadline )) || fail_start "timed out after ${timeout}s waiting for ${what}"
+    sleep 0.2
+  done
+}
+
+# stop <name>: SIGTERM, SIGKILL after 15 s; returns once it is gone.
+stop() {
+  local c="$1" pid
+  is_running "${c}" || return 0
+  pid="$(pid_of "${c}")"
+  log "stopping ${c} (pid ${pid})"
+  kill -TERM "${pid}" 2>/dev/null || true
+  local deadline=$(( $(date +%s) + 15 ))
+  while pid_alive "${pid}"; do
+    if (( $(date +%s) >= deadline )); then
+      log "${c} ignored TERM, sending KILL"
+      kill -KILL "${pid}" 2>/dev/null || true
+      sleep 0.5
+      break
+    fi
+    sleep 0.1
+  done
+  rm -f "${PIDS}/${c}.pid"
+}
+
+# Pids of the node's daemons and containerd's shims (their command lines name the node's
+# configuration or containerd's socket), whatever the pid files say.
+our_processes() {
+  local p
+  for p in $(grep -slF -e "${CONTAINERD_SOCK}" -e "${NODE_DIR}/containerd/config.toml" \
+      -e "${NODE_DIR}/kubelet/config.yaml" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+    # The grep itself matched its own command line: keep only what still runs.
+    pid_alive "${p}" && echo "${p}"
+  done
+  return 0
+}
+
+# ------------------------------------------------------------------------------ host state
+
+# The mount points of every cgroup hierarchy (v1 controllers, named and unified).
+cgroup_mounts() { awk '$3 == "cgroup" || $3 == "cgroup2" { print $2 }' /proc/self/mounts; }
+
+# Pids in the node's cgroups (the pods' processes).
+cgroup_processes() {
+  local m
+  for m in $(cgroup_mounts); do
+    [[ -d "${m}/${CGROUP_ROOT}" ]] || continue
+    find "${m}/${CGROUP_ROOT}" -name cgroup.procs -exec cat {} + 2>/dev/null
+  done | sort -un
+}
+
+cgroup_dirs_left() {
+  local m
+  for m in $(cgroup_mounts); do
+    [[ -d "${m}/${CGROUP_ROOT}" ]] && echo "${m}/${CGROUP_ROOT}"
+  done
+  return 0
+}
+
+# Mount points at or under $1, deepest first (mountinfo escapes blanks as octal).
+mounts_under() {
+  awk -v dir="$1" '{
+      mp = $5; gsub(/\\040/, " ", mp)
+      if (mp == dir || index(mp, dir "/") == 1) print length(mp) "\t" mp
+    }' /proc/self/mountinfo | sort -rn | cut -f2- | uniq
+}
+
+# The network namespaces in /run/netns of the node's pods (containerd 1.6 pins them there
+# whatever its state directory): those at the other end of a veth on the node's bridge, and
+# those a process in the node's cgroups is in (matched by inode), e.g. a sandbox whose veth the
+# bridge plugin has not yet attached.
+pod_netns() {
+  local ns_inodes f pid
+  {
+    ip -o link show master "${BRIDGE}" 2>/dev/null \
+      | awk '{ for (i = 1; i < NF; i++) if ($i == "link-netns") print "/run/netns/" $(i + 1) }'
+    ns_inodes="$(for pid in $(cgroup_processes); do stat -L -c %i "/proc/${pid}/ns/net" 2>/dev/null; done)"
+    if [[ -n "${ns_inodes}" ]]; then
+      for f in /run/netns/*; do
+        [[ -e "${f}" ]] || continue
+        grep -qx "$(stat -L -c %i "${f}" 2>/dev/null)" <<<"${ns_inodes}" && echo "${f}"
+      done
+    fi
+  } | sort -u
+}
+
+# The kubelet's /var/log/containers entries that point into this node's pod logs.
+log_symlinks() {
+  local f
+  for f in /var/log/containers/*.log; do
+    [[ -L "${f}" ]] || continue
+    [[ "$(readlink "${f}")" == "${POD_LOGS}/"* ]] && echo "${f}"
+  done
+  return 0
+}
+
+# The pod sandboxes containerd ever ran for this node (their ids name libcni's cache entries).
+sandbox_ids() {
+  local d
+  for d in "${NODE_DIR}"/containerd/root/io.containerd.grpc.v1.cri/sandboxes/*; do
+    [[ -d "${d}" ]] && echo "${d##*/}"
+  done
+  return 0
+}
+
+# libcni's cached results for this node's sandboxes: <network>-<sandbox id>-<interface>.
+cni_cache_entries() {
+  local f id ids
+  ids="$(sandbox_ids)"
+  [[ -n "${ids}" ]] || return 0
+  for f in /var/lib/cni/results/*; do
+    [[ -f "${f}" ]] || continue
+    for id in ${ids}; do
+      [[ "${f##*/}" == *"-${id}-"* ]] && echo "${f}"
+    done
+  done
+  return 0
+}
+
+# What down must not leave behind; prints one line per leftover.
+leftovers() {
+  local p
+  for p in $(our_processes); do echo "process ${p}: $(tr '\0' ' ' < "/proc/${p}/cmdline" 2>/dev/null)"; done
+  for p in $(cgroup_processes); do echo "process ${p} in cgroup ${CGROUP_ROOT}"; done
+  mounts_under "${NODE_DIR}" | sed 's/^/mount /'
+  cgroup_dirs_left | sed 's/^/cgroup /'
+  ip link show "${BRIDGE}" >/dev/null 2>&1 && echo "bridge ${BRIDGE}"
+  log_symlinks | sed 's/^/symlink /'
+  cni_cache_entries | sed 's/^/CNI cache /'
+  return 0
+}
+
+# ------------------------------------------------------------------------------ up
+
+ensure_packages() {
+  local need=()
+  command -v containerd >/dev/null 2>&1 && command -v ctr >/dev/null 2>&1 || need+=(containerd)
+  command -v runc >/dev/null 2>&1 || need+=(runc)
+  [[ -x "${CNI_BIN_DIR}/bridge" && -x "${CNI_BIN_DIR}/host-local" && -x "${CNI_BIN_DIR}/loopback" ]] \
+    || need+=(containernetworking-plugins)
+  [[ -x /bin/busybox ]] || need+=(busybox-static)
+  command -v umoci >/dev/null 2>&1 || need+=(umoci)
+  command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
+  command -v musl-gcc >/dev/null 2>&1 || need+=(musl-tools)
+  command -v iptables >/dev/null 2>&1 || need+=(iptables)
+  command -v file >/dev/null 2>&1 || need+=(file)
+  (( ${#need[@]} == 0 )) && return 0
+  command -v apt-get >/dev/null 2>&1 || die "missing ${need[*]} (Debian package names): install them"
+  log "installing ${need[*]}"
+  apt-get update -qq
+  # No init system starts containerd here (the package only ships a systemd unit): this script
+  # runs its own, configured below.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+}
+
+# The host's own address: that of the interface the default route leaves by, else the first
+# global one. The node cannot use loopback: pods reach it from their network namespaces.
+host_ip() {
+  if [[ -n "${REAL_NODE_IP:-}" ]]; then echo "${REAL_NODE_IP}"; return; fi
+  local dev ip
+  dev="$(ip -4 route show default | awk '{ for (i = 1; i < NF; i++) if ($i == "dev") { print $(i + 1); exit } }')"
+  if [[ -n "${dev}" ]]; then
+    ip="$(ip -4 -o addr show dev "${dev}" scope global | awk '{ split($4, a, "/"); print a[1]; exit }')"
+  fi
+  [[ -n "${ip:-}" ]] || ip="$(ip -4 -o addr show scope global | awk '{ split($4, a, "/"); print a[1]; exit }')"
+  [[ -n "${ip}" ]] || die "no global IPv4 address on this host (set REAL_NODE_IP)"
+  echo "${ip}"
+}
+
+# A /24 for the pods, 10.244.N.0/24 with N from the node's id, moved on past any routed one.
+pod_subnet() {
+  local n=$(( 16#${ID:0:2} )) i
+  for (( i = 0; i < 256; i++ )); do
+    if [[ -z "$(ip -4 route show "10.244.$(( (n + i) % 256 )).0/24" 2>/dev/null)" ]] \
+        && ! ip -4 -o addr show | grep -q " 10\.244\.$(( (n + i) % 256 ))\."; then
+      echo "10.244.$(( (n + i) % 256 )).0/24"
+      return
+    fi
+  done
+  die "no free /24 in 10.244.0.0/16 for the pods"
+}
+
+# sign <name> <subject> <extensions>: a key and a certificate signed by the cluster's CA.
+sign() {
+  local name="$1" subject="$2" ext="$3" dir="${NODE_DIR}/pki"
+  openssl req -newkey rsa:2048 -nodes -keyout "${dir}/${name}.key" -out "${dir}/${name}.csr" \
+    -subj "${subject}" 2>/dev/null
+  printf '%s\n' "${ext}" > "${dir}/${name}.ext"
+  openssl x509 -req -in "${dir}/${name}.csr" -CA "${PKI}/ca.crt" -CAkey "${PKI}/ca.key" \
+    -CAcreateserial -days 3650 -sha256 -extfile "${dir}/${name}.ext" -out "${dir}/${name}.crt" 2>/dev/null
+  rm -f "${dir}/${name}.csr" "${dir}/${name}.ext"
+  chmod 600 "${dir}/${name}.key"
+}
+
+write_pki() {
+  local ip="$1" server
+  mkdir -p "${NODE_DIR}/pki"
+  sign kubelet-client "/O=system:nodes/CN=system:node:${NODE_NAME}" \
+    "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth)"
+  sign kubelet-serving "/O=system:nodes/CN=system:node:${NODE_NAME}" \
+    "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=serverAuth "subjectAltName=IP:${ip},DNS:${NODE_NAME}")"
+  server="$(sed -n 's/^ *server: //p' "${KUBECONFIG_FILE}")"
+  [[ -n "${server}" ]] || die "no server in ${KUBECONFIG_FILE}"
+  cat > "${NODE_DIR}/kubelet/kubeconfig" <<EOF
+apiVersion: v1
+kind: Config
+clusters:
+- name: workflow-local
+  cluster:
+    server: ${server}
+    certificate-authority: ${PKI}/ca.crt
+users:
+- name: ${NODE_NAME}
+  user:
+    client-certificate: ${NODE_DIR}/pki/kubelet-client.crt
+    client-key: ${NODE_DIR}/pki/kubelet-client.key
+contexts:
+- name: workflow-local
+  context:
+    cluster: workflow-local
+    user: ${NODE_NAME}
+current-context: workflow-local
+EOF
+  chmod 600 "${NODE_DIR}/kubelet/kubeconfig"
+}
+
+write_cni_config() {
+  local subnet="$1"
+  mkdir -p "${NODE_DIR}/cni/net.d" "${NODE_DIR}/cni/ipam"
+  # No ipMasq: pods talk to this host only, and no iptables rule is written.
+  cat > "${NODE_DIR}/cni/net.d/10-workflow.conflist" <<EOF
+{
+  "cniVersion": "1.0.0",
+  "name": "workflow-${ID}",
+  "plugins": [
+    {
+      "type": "bridge",
+      "bridge": "${BRIDGE}",
+      "isGateway": true,
+      "ipMasq": false,
+      "hairpinMode": true,
+      "ipam": {
+        "type": "host-local",
+        "ranges": [[{ "subnet": "${subnet}" }]],
+        "routes": [{ "dst": "0.0.0.0/0" }],
+        "dataDir": "${NODE_DIR}/cni/ipam"
+      }
+    }
+  ]
+}
+EOF
+}
+
+write_containerd_config() {
+  local c="${NODE_DIR}/containerd"
+  mkdir -p "${c}/root" "${c}/state" "${c}/opt" "${NODE_DIR}/runc"
+  cat > "${c}/config.toml" <<EOF
+# containerd for the local cluster's real node (tests/cluster/node.sh).
+version = 2
+root = "${c}/root"
+state = "${c}/state"
+disabled_plugins = ["io.containerd.snapshotter.v1.aufs",
+  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper",
+  "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]
+
+[grpc]
+  address = "${CONTAINERD_SOCK}"
+
+[plugins."io.containerd.internal.v1.opt"]
+  path = "${c}/opt"
+
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "${PAUSE_IMAGE}"
+  # Without CAP_SYS_RESOURCE a container's oom_score_adj cannot go below containerd's own:
+  # every sandbox would fail with "can't get final child's PID from pipe: EOF".
+  restrict_oom_score_adj = true
+  stream_server_address = "127.0.0.1"
+  stream_server_port = "0"
+  enable_selinux = false
+
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "${CNI_BIN_DIR}"
+    conf_dir = "${NODE_DIR}/cni/net.d"
+    max_conf_num = 1
+
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+
+      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
+        BinaryName = "$(command -v runc)"
+        Root = "${NODE_DIR}/runc"
+        SystemdCgroup = false
+EOF
+}
+
+write_kubelet_config() {
+  local ip="$1" port="$2" healthz_port="$3"
+  mkdir -p "${NODE_DIR}/kubelet/root" "${NODE_DIR}/volume-plugins" "${POD_LOGS}"
+  cat > "${NODE_DIR}/kubelet/config.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: ${ip}
+port: ${port}
+readOnlyPort: 0
+healthzBindAddress: 127.0.0.1
+healthzPort: ${healthz_port}
+tlsCertFile: ${NODE_DIR}/pki/kubelet-serving.crt
+tlsPrivateKeyFile: ${NODE_DIR}/pki/kubelet-serving.key
+authentication:
+  anonymous:
+    enabled: false
+  webhook:
+    enabled: true
+  x509:
+    clientCAFile: ${PKI}/ca.crt
+authorization:
+  mode: Webhook
+containerRuntimeEndpoint: unix://${CONTAINERD_SOCK}
+cgroupDriver: cgroupfs
+cgroupRoot: /${CGROUP_ROOT}
+# The host's iptables stay as they are; volume plugins and pod logs stay in the node directory.
+makeIPTablesUtilChains: false
+volumePluginDir: ${NODE_DIR}/volume-plugins
+podLogsDir: ${POD_LOGS}
+registerWithTaints:
+- key: ${NODE_TAINT_KEY}
+  value: "true"
+  effect: NoSchedule
+failSwapOn: false
+# The images cannot be pulled again: never collect them; evict only when the host is nearly full.
+imageGCHighThresholdPercent: 100
+evictionHard:
+  memory.available: 100Mi
+  nodefs.available: 2%
+  imagefs.available: 2%
+serializeImagePulls: false
+EOF
+}
+
+record_host_state() {
+  mkdir -p "${HOST_RECORD}"
+  local s d
+  if [[ ! -f "${HOST_RECORD}/sysctls" ]]; then
+    for s in "${SYSCTLS[@]}"; do
+      [[ -f "/proc/sys/${s}" ]] && echo "${s}=$(cat "/proc/sys/${s}")"
+    done > "${HOST_RECORD}/sysctls.tmp"
+    mv "${HOST_RECORD}/sysctls.tmp" "${HOST_RECORD}/sysctls"
+  fi
+  for d in "${HOST_DIRS[@]}"; do
+    [[ -e "${d}" ]] || echo "${d}"
+  done >> "${HOST_RECORD}/dirs-created"
+}
+
+# Once no kubelet runs on the host: the sysctls as the first node found them, and none of the
+# directories the nodes created (the kubelet's device plugin socket has a fixed path).
+restore_host_state() {
+  rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+  [[ -d "${HOST_RECORD}" ]] || return 0
+  local line d
+  if [[ -f "${HOST_RECORD}/sysctls" ]]; then
+    while IFS= read -r line; do
+      echo "${line#*=}" > "/proc/sys/${line%%=*}" 2>/dev/null || true
+    done < "${HOST_RECORD}/sysctls"
+  fi
+  if [[ -f "${HOST_RECORD}/dirs-created" ]]; then
+    sort -ru "${HOST_RECORD}/dirs-created" | while IFS= read -r d; do
+      rmdir "${d}" 2>/dev/null || true
+    done
+  fi
+  rm -rf "${HOST_RECORD}"
+}
+
+node_ready() {
+  [[ "$(kc get node "${NODE_NAME}" \
+      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == "True" ]]
+}
+
+healthy() {
+  [[ -f "${NODE_ENV}" ]] && is_running containerd && is_running kubelet && node_ready
+}
+
+import_archive() {
+  local archive="$1" out
+  out="$(ctr_ -n k8s.io images import "${archive}" 2>&1)" \
+    || { echo "${out}" >&2; die "could not import ${archive}"; }
+  log "imported ${archive##*/}: $(awk '/^unpacking/ { print $2 }' <<<"${out}" | tr '\n' ' ')"
+}
+
+cmd_up() {
+  local t0; t0=$(date +%s%N)
+  [[ "$(id -u)" == 0 ]] || die "the real node needs root (containers, mounts, cgroups, a bridge)"
+  [[ -f "${KUBECONFIG_FILE}" && -f "${PKI}/ca.key" ]] \
+    || die "no cluster in ${STATE_DIR}: start it with tests/cluster/cluster.sh up"
+  [[ -f "${PKI}/apiserver-kubelet-client.crt" ]] \
+    || die "the cluster in ${STATE_DIR} was started by an older cluster.sh, without what a kubelet needs: restart it (tests/cluster/cluster.sh down, then up)"
+  # A unix socket's path holds at most 107 bytes; containerd adds ".ttrpc" to its own.
+  (( ${#CONTAINERD_SOCK} <= 100 )) \
+    || die "state directory ${STATE_DIR} is too deep for containerd's socket (${CONTAINERD_SOCK}): use a shorter WORKFLOW_CLUSTER_DIR"
+  if [[ -d "${NODE_DIR}" ]]; then
+    if healthy; then
+      log "already running and Ready (node ${NODE_NAME})"
+      return 0
+    fi
+    log "found a stale or partially running node in ${NODE_DIR}; cleaning up"
+    cmd_down
+  fi
+
+  ensure_packages
+  local bin; bin="$("${HERE}/build.sh" --print-bin-dir)"
+  [[ -x "${bin}/kubelet" ]] || "${HERE}/build.sh" >&2
+  [[ -x "${bin}/kubelet" ]] || die "no kubelet in ${bin}"
+  "${HERE}/node/images.sh" "${IMAGES_DIR}"
+
+  local ip port healthz_port subnet
+  ip="$(host_ip)"
+  port="$(free_ports 1 "${ip}")"
+  healthz_port="$(free_ports 1)"
+  subnet="$(pod_subnet)"
+  mkdir -p "${NODE_DIR}" "${LOGS}" "${PIDS}"
+  chmod 700 "${NODE_DIR}"
+  record_host_state
+  # What the node put on the host under which names (tests check that down removes it).
+  cat > "${NODE_ENV}" <<EOF
+NODE_NAME=${NODE_NAME}
+CGROUP_ROOT=${CGROUP_ROOT}
+BRIDGE=${BRIDGE}
+NODE_IP=${ip}
+KUBELET_PORT=${port}
+KUBELET_HEALTHZ_PORT=${healthz_port}
+POD_SUBNET=${subnet}
+EOF
+  mkdir -p "${NODE_DIR}/kubelet"
+  write_pki "${ip}"
+  write_cni_config "${subnet}"
+  write_containerd_config
+  write_kubelet_config "${ip}" "${port}" "${healthz_port}"
+
+  # The cgroup root the kubelet puts kubepods under must exist in every hierarchy; a new cpuset
+  # cgroup has no CPUs or memory nodes until given its parent's.
+  local m
+  for m in $(cgroup_mounts); do
+    mkdir -p "${m}/${CGROUP_ROOT}"
+    if [[ -f "${m}/cpuset.cpus" ]]; then
+      cat "${m}/cpuset.cpus" > "${m}/${CGROUP_ROOT}/cpuset.cpus"
+      cat "${m}/cpuset.mems" > "${m}/${CGROUP_ROOT}/cpuset.mems"
+    fi
+  done
+
+  # The API server reaches the kubelet as kube-apiserver-kubelet-client (cluster.sh's PKI).
+  kc apply -f - >/dev/null <<EOF || fail_start "could not grant the API server access to kubelets"
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata:
+  name: workflow-local:kube-apiserver-kubelet-client
+roleRef:
+  apiGroup: rbac.authorization.k8s.io
+  kind: ClusterRole
+  name: system:kubelet-api-admin
+subjects:
+- apiGroup: rbac.authorization.k8s.io
+  kind: User
+  name: kube-apiserver-kubelet-client
+EOF
+
+  log "starting containerd ($(containerd --version | awk '{ print $3 }'), runc $(runc --version | awk 'NR == 1 { print $3 }'))"
+  # Any pull goes to a proxy on loopback that is not there: nothing leaves this host.
+  start containerd env HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
+    http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 NO_PROXY= no_proxy= \
+    containerd --config "${NODE_DIR}/containerd/config.toml" --log-level warn
+  wait_until "containerd's socket" 30 containerd ctr_ version
+  import_archive "${IMAGES_DIR}/pause.tar"
+  import_archive "${IMAGES_DIR}/busybox.tar"
+  if [[ -f "${OPERATOR_IMAGE_ARCHIVE}" ]]; then import_archive "${OPERATOR_IMAGE_ARCHIVE}"; fi
+
+  log "starting kubelet ${NODE_NAME} on ${ip}:${port} (pods ${subnet} on bridge ${BRIDGE})"
+  local k0; k0=$(date +%s%N)
+  start kubelet "${bin}/kubelet" \
+    --config="${NODE_DIR}/kubelet/config.yaml" \
+    --kubeconfig="${NODE_DIR}/kubelet/kubeconfig" \
+    --root-dir="${NODE_DIR}/kubelet/root" \
+    --cert-dir="${NODE_DIR}/pki" \
+    --hostname-override="${NODE_NAME}" \
+    --node-ip="${ip}" \
+    --node-labels="${NODE_LABEL}" \
+    --pod-infra-container-image="${PAUSE_IMAGE}" \
+    --v=1
+  wait_until "node ${NODE_NAME} to become Ready" "${START_TIMEOUT}" kubelet node_ready
+  local ready_ms=$(( ($(date +%s%N) - k0) / 1000000 ))
+
+  local taints
+  taints="$(kc get node "${NODE_NAME}" -o 'jsonpath={range .spec.taints[*]}{.key}={.value}:{.effect}{"\n"}{end}')"
+  grep -qxF "${NODE_TAINT}" <<<"${taints}" || fail_start "node ${NODE_NAME} lacks the taint ${NODE_TAINT}: ${taints}"
+  [[ "$(kc get node "${NODE_NAME}" -o "jsonpath={.metadata.labels.workflow\.rxg456\.cn/node}")" == real ]] \
+    || fail_start "node ${NODE_NAME} lacks the label ${NODE_LABEL}"
+  log "node ${NODE_NAME} Ready ${ready_ms} ms after the kubelet started; up in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+
+# ------------------------------------------------------------------------------ down
+
+# kill_until_gone <description> <command printing pids>: SIGKILL what it prints until it prints
+# nothing (10 s at most).
+kill_until_gone() {
+  local what="$1" lister="$2" pids deadline=$(( $(date +%s) + 10 ))
+  while pids="$("${lister}")"; [[ -n "${pids}" ]]; do
+    (( $(date +%s) < deadline )) || { log "${what} still running: ${pids//$'\n'/ }"; return 0; }
+    # shellcheck disable=SC2086
+    kill -KILL ${pids} 2>/dev/null || true
+    sleep 0.2
+  done
+}
+
+cmd_down() {
+  if [[ ! -d "${NODE_DIR}" ]] && [[ -z "$(leftovers)" ]]; then
+    return 0
+  fi
+  local t0; t0=$(date +%s%N)
+  [[ "$(id -u)" == 0 ]] || die "stopping the real node needs root"
+
+  # First, while every pod's processes and veth still tell where its network namespace is.
+  local netns; netns="$(pod_netns)"
+  stop kubelet
+  # With the API server up, the Node and its pods go too: nothing is scheduled to a node that is
+  # gone, and a node started again later does not find the pods of this one. Only now: a kubelet
+  # still running would start tearing the pods down itself, half-way.
+  if [[ -f "${KUBECONFIG_FILE}" ]] && kc get --raw /readyz >/dev/null 2>&1; then
+    kc delete node "${NODE_NAME}" --ignore-not-found --wait=false >/dev/null 2>&1 || true
+    kc delete pods --all-namespaces --field-selector "spec.nodeName=${NODE_NAME}" \
+      --force --grace-period=0 --wait=false >/dev/null 2>&1 || true
+  fi
+  # Kill and delete every task through containerd, so each shim exits and removes its socket.
+  if is_running containerd; then
+    local ns id
+    for ns in $(ctr_ namespaces ls -q 2>/dev/null); do
+      for id in $(ctr_ -n "${ns}" tasks ls -q 2>/dev/null); do
+        ctr_ -n "${ns}" tasks kill -a -s SIGKILL "${id}" >/dev/null 2>&1 || true
+      done
+      for id in $(ctr_ -n "${ns}" tasks ls -q 2>/dev/null); do
+        ctr_ -n "${ns}" tasks delete -f "${id}" >/dev/null 2>&1 || true
+      done
+    done
+  fi
+  stop containerd
+  kill_until_gone "containerd shims" our_processes
+  kill_until_gone "pod processes" cgroup_processes
+
+  local f
+  for f in ${netns}; do
+    umount "${f}" 2>/dev/null || umount -l "${f}" 2>/dev/null || true
+    rm -f "${f}"
+  done
+  local mp
+  for _ in 1 2 3; do
+    while IFS= read -r mp; do
+      [[ -n "${mp}" ]] || continue
+      umount "${mp}" 2>/dev/null || umount -l "${mp}" 2>/dev/null || true
+    done < <(mounts_under "${NODE_DIR}")
+    [[ -z "$(mounts_under "${NODE_DIR}")" ]] && break
+  done
+
+  local dir
+  for dir in $(cgroup_dirs_left); do
+    find "${dir}" -depth -type d -exec rmdir {} \; 2>/dev/null || true
+  done
+  ip link delete "${BRIDGE}" 2>/dev/null || true
+  for f in $(log_symlinks) $(cni_cache_entries); do rm -f "${f}"; done
+  other_kubelet_running || restore_host_state
+
+  local left; left="$(leftovers)"
+  for f in ${netns}; do
+    [[ -e "${f}" ]] && left+=$'\n'"network namespace ${f}"
+  done
+  left="$(sed '/^$/d' <<<"${left}")"
+  if [[ -n "${left}" ]]; then
+    echo "node.sh: error: the real node left behind:" >&2
+    echo "${left}" | sed 's/^/  /' >&2
+    exit 1
+  fi
+  rm -rf --one-file-system "${NODE_DIR}"
+  rm -f "${PIDS}/containerd.pid" "${PIDS}/kubelet.pid"
+  log "down in $(( ($(date +%s%N) - t0) / 1000000 )) ms; removed ${NODE_DIR}"
+}
+
+# ------------------------------------------------------------------------------ status
+
+cmd_status() {
+  local c rc=0
+  if [[ ! -d "${NODE_DIR}" ]]; then
+    echo "  real node                not started (WORKFLOW_REAL_NODE=1 tests/cluster/cluster.sh up starts it)"
+    return 0
+  fi
+  for c in containerd kubelet; do
+    if is_running "${c}"; then
+      printf '  %-24s running (pid %s)\n' "${c}" "$(pid_of "${c}")"
+    else
+      printf '  %-24s NOT running\n' "${c}"; rc=1
+    fi
+  done
+  if node_ready; then
+    echo "  node ${NODE_NAME}        Ready (label ${NODE_LABEL}, taint ${NODE_TAINT})"
+  else
+    echo "  node ${NODE_NAME}        NOT Ready"; rc=1
+  fi
+  return "${rc}"
+}
+
+cmd_import_image() {
+  local archive="${1:?usage: $0 import-image PATH (a docker-archive or oci-archive)}"
+  [[ -f "${archive}" ]] || die "no such file: ${archive}"
+  is_running containerd || die "the real node is not running (WORKFLOW_REAL_NODE=1 tests/cluster/cluster.sh up)"
+  import_archive "${archive}"
+}
+
+# One node command at a time per state directory. Not cluster.sh's lock: it holds that one
+# while it calls us.
+take_lock() {
+  local lock
+  lock="${TMPDIR:-/tmp}/workflow-operator-node-$(printf '%s' "${STATE_DIR}" | md5sum | cut -c1-16).lock"
+  exec 8>"${lock}"
+  flock -w 600 8 || die "another node.sh is still running after 600s (lock ${lock})"
+}
+
+case "${1:-}" in
+  up) take_lock; cmd_up ;;
+  down) take_lock; cmd_down ;;
+  status) cmd_status ;;
+  import-image) take_lock; cmd_import_image "${2:-}" ;;
+  *) echo "usage: $0 up|down|status|import-image PATH" >&2; exit 2 ;;
+esac
