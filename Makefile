@@ -68,7 +68,7 @@ undeploy: ## Remove what make deploy installed (and every WorkflowGroup and Work
 demo: plugins build ## Everything on the local cluster: the seed's sample group, run to Completed
 	./scripts/demo.sh
 
-bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once; PEER=argo: Argo side by side
+bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once; PEER=argo|tekton|all: peers side by side
 	N=$(or $(N),100) ./scripts/bench-cluster.sh
 
 bench-reload: plugins ## A plugin ConfigMap changed 10 times on the local cluster: time until each version is served

@@ -9,28 +9,47 @@
 # step's dependency finish to its pod created), API requests per step, and the count of
 # Workflows and step pods (exactly 3N and 5N: nothing duplicated). A figure, not a test: nothing here fails on a slow run.
 #
-#   PEER=argo N=100 scripts/bench-cluster.sh   then Argo Workflows on the same cluster, side by side
+#   PEER=argo N=100 scripts/bench-cluster.sh     then Argo Workflows on the same cluster, side by side
+#   PEER=tekton N=100 scripts/bench-cluster.sh   then Tekton Pipelines, side by side
+#   PEER=all N=100 scripts/bench-cluster.sh      then both, one table with a ratio column per peer
 #   OPERATOR_ARGS="--concurrent-reconciles 16" N=100 scripts/bench-cluster.sh   other operator flags
 #
-# With PEER=argo, right after ours, Argo's peer harness (an optional extra this repository does not
-# carry: the directory PEER_DIR, by default ../shared/peers/argo beside the checkout; its build.sh
-# builds Argo's workflow-controller) measures Argo with its run.sh on the equivalent of the seed
-# sample (one Workflow, a 5-task linear DAG): the sample RUNS times, then ARGO_N (default N)
-# workflows at once, at DEFAULT_REQUEUE_TIME=ARGO_REQUEUE (default 100ms, Argo's fastest; Argo's
-# default is 10s). It runs in a throwaway clone, on this cluster: the clone's .local-cluster is this
-# one, and run.sh's `make cluster-down` / `make cluster-up` only check that the cluster is up (it is
-# never stopped). Argo uses the namespaces `argo` and `scale`, which must not exist beforehand and
-# are deleted afterwards (with Argo's CRDs, if this run installed them). Then one table, ours and
-# Argo's side by side with the ratio ours/Argo.
+# The peers run right after ours, one after another, each with its peer harness: an optional extra
+# this repository does not carry, found in PEER_DIR (by default ../shared/peers beside the
+# checkout), which holds argo/ and tekton/, each a build.sh (builds the peer's controller from the
+# Go module proxy) and a run.sh (measures it). Each run.sh measures its peer on the equivalent of
+# the seed sample, 5 pods one after another: the sample RUNS times, then <PEER>_N (default N) at
+# once, each phase with a fresh controller run out of cluster like ours, and gives up on the N at
+# once after SCALE_TIMEOUT_S (default 1500) seconds, saying how many had finished.
+#   - Argo Workflows' workflow-controller: one Workflow, a 5-task linear DAG; at
+#     DEFAULT_REQUEUE_TIME=ARGO_REQUEUE (default 100ms, Argo's fastest; Argo's default is 10s), with
+#     Argo's default client rate limit (QPS 20, burst 30). Namespaces `argo` and `scale`.
+#   - Tekton Pipelines' controller: one PipelineRun, a chain of 5 one-step Tasks; twice, at Tekton's
+#     defaults (client rate limit QPS 20, burst 20), then at --kube-api-qps TEKTON_QPS
+#     --kube-api-burst TEKTON_BURST (default 50 and 100, the setting of its best figure so far;
+#     Tekton doubles both). Namespaces `tekton` and `scale`, and `tekton-pipelines` for its configuration. Its
+#     controller serves probes on port 8080, which must be free.
+# Each runs in a throwaway clone, on this cluster: the clone's .local-cluster is this one, and
+# run.sh's `make cluster-down` / `make cluster-up` only check that the cluster is up (it is never
+# stopped). The peers' namespaces must not exist beforehand; each is deleted after its run, and the
+# next run waits until it is gone; a peer's CRDs go at the end, if this run installed them. Then
+# one table: ours, and each peer run with its settings and the ratio ours/peer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
 N="${N:-100}"
 RUNS="${RUNS:-10}"
 PEER="${PEER:-}"
-PEER_DIR="${PEER_DIR:-$ROOT/../shared/peers/$PEER}"
+PEER_DIR="${PEER_DIR:-$(dirname "$ROOT")/shared/peers}"
 ARGO_N="${ARGO_N:-$N}"
 ARGO_REQUEUE="${ARGO_REQUEUE:-100ms}"
+ARGO_VERSION="${ARGO_VERSION:-v3.7.9}"
+TEKTON_VERSION="${TEKTON_VERSION:-v1.15.1}"
+export ARGO_VERSION TEKTON_VERSION # the peers' build.sh and run.sh read them too
+TEKTON_N="${TEKTON_N:-$N}"
+TEKTON_QPS="${TEKTON_QPS:-50}"
+TEKTON_BURST="${TEKTON_BURST:-100}"
+SCALE_TIMEOUT_S="${SCALE_TIMEOUT_S:-1500}"
 STATE="${WORKFLOW_CLUSTER_DIR:-$ROOT/.local-cluster}"
 export KUBECONFIG="$STATE/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
@@ -41,34 +60,59 @@ SAY_TAG=bench
 source scripts/lib.sh
 
 case "$PEER" in
-  "") ;;
-  argo)
-    if [ ! -x "$PEER_DIR/run.sh" ]; then
-      say "PEER=argo runs Argo's peer harness (run.sh and build.sh), which this repository does not"
-      say "carry: looked for $PEER_DIR/run.sh; set PEER_DIR to the directory that holds it"
-      exit 1
-    fi
-    say "building Argo's workflow-controller (cached after the first build)"
-    "$PEER_DIR/build.sh" | tail -1 >&2
-    ;;
-  *) say "unknown PEER=$PEER (only argo)"; exit 2 ;;
+  "") peers=() ;;
+  argo | tekton) peers=("$PEER") ;;
+  all) peers=(argo tekton) ;;
+  *) say "unknown PEER=$PEER (argo, tekton or all)"; exit 2 ;;
 esac
+for peer in "${peers[@]+"${peers[@]}"}"; do
+  if [ ! -x "$PEER_DIR/$peer/run.sh" ] || [ ! -x "$PEER_DIR/$peer/build.sh" ]; then
+    say "PEER=$PEER runs the peer harness $peer/ (run.sh and build.sh), which this repository does"
+    say "not carry: looked for $PEER_DIR/$peer/run.sh (PEER_DIR=$PEER_DIR). Set PEER_DIR to the"
+    say "directory that holds argo/ and tekton/."
+    exit 1
+  fi
+done
+has_peer() { [[ " ${peers[*]-} " == *" $1 "* ]]; }
+if has_peer tekton && ! python3 -c 'import socket; socket.socket().bind(("", 8080))' 2>/dev/null; then
+  say "port 8080 is in use: Tekton's controller serves its probes there (not configurable)"
+  exit 1
+fi
+for peer in "${peers[@]+"${peers[@]}"}"; do
+  say "building the $peer peer's controller (cached after the first build)"
+  "$PEER_DIR/$peer/build.sh" | tail -1 >&2
+done
 say "building the release operator"
 cargo build -q --release -p workflow-operator
 tests/cluster/cluster.sh up >&2
-if [ "$PEER" = argo ]; then
-  for argo_ns in argo scale; do
-    # A previous run's, still being deleted: wait for it; one in use: refuse.
-    for _ in $(seq 1 120); do
-      [ "$(kubectl get namespace "$argo_ns" -o jsonpath='{.status.phase}' 2>/dev/null)" = Terminating ] || break
+if has_peer tekton && ! (cd tests/cluster/kwok && sha256sum -- *.yaml) | cmp -s - "$STATE/kwok-stages.sha256"; then
+  say "the cluster in $STATE runs kwok with other stages than tests/cluster/kwok/ (kwok reads them"
+  say "only at start), so it may leave Tekton's pods running for ever: restart it"
+  say "(WORKFLOW_CLUSTER_DIR=$STATE tests/cluster/cluster.sh down) and run again"
+  exit 1
+fi
+
+# wait_namespaces_gone <namespace>...: a previous run's, still being deleted, is waited for; one
+# in use is refused (the peer's figures would count what is in it).
+wait_namespaces_gone() {
+  local peer_ns
+  for peer_ns in "$@"; do
+    for _ in $(seq 1 600); do
+      [ "$(kubectl get namespace "$peer_ns" -o jsonpath='{.status.phase}' 2>/dev/null)" = Terminating ] || break
       sleep 1
     done
-    if kubectl get namespace "$argo_ns" >/dev/null 2>&1; then
-      say "namespace $argo_ns exists (a previous peer run?): delete it first, Argo's figures would count its workflows"
-      exit 1
+    if kubectl get namespace "$peer_ns" >/dev/null 2>&1; then
+      say "namespace $peer_ns exists (a previous peer run?): delete it first, a peer's figures would count what is in it"
+      return 1
     fi
   done
-fi
+}
+for peer in "${peers[@]+"${peers[@]}"}"; do
+  case "$peer" in
+    argo) wait_namespaces_gone argo scale || exit 1 ;;
+    tekton) wait_namespaces_gone tekton scale || exit 1 ;;
+  esac
+done
 kubectl apply -k crds/ >/dev/null
 kubectl wait --for=condition=Established --timeout=60s \
   crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
@@ -180,20 +224,20 @@ python3 scripts/bench_report.py ours \
   --cpu-before "$work/cpu-before.txt" --cpu-after "$work/cpu-after.txt" \
   --json-out "$work/ours.json"
 
-[ "$PEER" = argo ] || exit 0
+[ "${#peers[@]}" -gt 0 ] || exit 0
 
-# --- Argo Workflows, on the same cluster, right after ours ---------------------------------------
-# run.sh wants a workflow-operator checkout of its own (it drops a kwok stage into
+# --- the peers, on the same cluster, right after ours ---------------------------------------------
+# Each run.sh wants a workflow-operator checkout of its own (it drops its kwok stage into
 # tests/cluster/kwok/ for its run) and starts with `make cluster-down; make cluster-up`: in a
 # throwaway clone whose .local-cluster is this cluster, with a `make` in front on PATH that turns
-# those two into "check that the cluster is up". The running kwok already completes Argo's pods
-# after 200 ms (tests/cluster/kwok/pod-complete.yaml takes every pod owned by a `Workflow`), so the
-# stage run.sh adds (same selector by label, same 200 ms) is not needed and not loaded.
-say "Argo Workflows: ${RUNS} seed runs, then ${ARGO_N} workflows at once, DEFAULT_REQUEUE_TIME=${ARGO_REQUEUE}"
+# those two into "check that the cluster is up". The running kwok already completes the peers' pods
+# after 200 ms (tests/cluster/kwok/pod-complete.yaml takes every pod owned by a `Workflow`, Argo's
+# kind too, or a `TaskRun`), so the stage run.sh adds (the same, by label or by owner) is not needed
+# and not loaded.
 clone="$work/peer-clone"
 git clone -q "$ROOT" "$clone"
 ln -s "$STATE" "$clone/.local-cluster"
-mkdir -p "$work/peer-bin" "$work/peer-logs"
+mkdir -p "$work/peer-bin"
 real_make="$(command -v make)"
 cat >"$work/peer-bin/make" <<SHIM
 #!/usr/bin/env bash
@@ -207,19 +251,63 @@ done
 exec "$real_make" "\$@"
 SHIM
 chmod +x "$work/peer-bin/make"
-argo_crds_before=0
+module_dir() { go mod download -json "$1" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p'; }
+argo_crds_before=0 tekton_crds_before=0 tekton_ns_before=0
 kubectl get crd workflows.argoproj.io >/dev/null 2>&1 && argo_crds_before=1
-peer_rc=0
-( cd "$clone" && PATH="$work/peer-bin:$PATH" KEEP_CLUSTER=1 MODE=both SEED_RUNS="$RUNS" \
-    SCALE_N="$ARGO_N" DEFAULT_REQUEUE_TIME="$ARGO_REQUEUE" PEER_LOG_DIR="$work/peer-logs" \
-    KUBECTL="$KUBECTL" "$PEER_DIR/run.sh" ) >"$work/peer.out" 2>&1 || peer_rc=$?
-sed 's/^/[argo] /' "$work/peer.out" >&2
-kubectl delete namespace argo scale --ignore-not-found --wait=false >/dev/null 2>&1 || true
-if [ "$argo_crds_before" = 0 ]; then
-  kubectl delete -k "$(go mod download -json "github.com/argoproj/argo-workflows/v3@${ARGO_VERSION:-v3.7.9}" |
-    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",\{0,1\}$/\1/p')/manifests/base/crds/minimal" \
+kubectl get crd pipelineruns.tekton.dev >/dev/null 2>&1 && tekton_crds_before=1
+kubectl get namespace tekton-pipelines >/dev/null 2>&1 && tekton_ns_before=1
+
+peer_reports=()
+# run_peer <label> <harness> "<namespaces>" [VAR=value...]: the harness's run.sh in the clone with
+# those variables; its output in $work/<label>.out, its figures in $work/<label>.json. Its
+# namespaces are deleted afterwards (the next run waits until they are gone).
+run_peer() {
+  local label="$1" harness="$2" namespaces="$3" rc=0
+  shift 3
+  # shellcheck disable=SC2086 # a list of namespaces
+  if wait_namespaces_gone $namespaces; then
+    ( cd "$clone" && env PATH="$work/peer-bin:$PATH" KEEP_CLUSTER=1 MODE=both SEED_RUNS="$RUNS" \
+        SCALE_TIMEOUT_S="$SCALE_TIMEOUT_S" PEER_LOG_DIR="$work/$label-logs" KUBECTL="$KUBECTL" \
+        "$@" "$PEER_DIR/$harness/run.sh" ) >"$work/$label.out" 2>&1 || rc=$?
+  else
+    echo "FAIL: namespaces $namespaces were still there 10 minutes after the previous run: not run" >"$work/$label.out"
+    rc=1
+  fi
+  sed "s/^/[$label] /" "$work/$label.out" >&2
+  # shellcheck disable=SC2086 # a list of namespaces
+  kubectl delete namespace $namespaces --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  python3 scripts/bench_report.py peer --harness "$harness" --output "$work/$label.out" \
+    --exit-status "$rc" --scale-timeout-s "$SCALE_TIMEOUT_S" --json-out "$work/$label.json"
+  peer_reports+=(--peer "$work/$label.json")
+}
+
+for peer in "${peers[@]}"; do
+  case "$peer" in
+    argo)
+      say "Argo Workflows: ${RUNS} seed runs, then ${ARGO_N} workflows at once, DEFAULT_REQUEUE_TIME=${ARGO_REQUEUE}"
+      run_peer argo argo "argo scale" ARGO_VERSION="$ARGO_VERSION" SCALE_N="$ARGO_N" \
+        DEFAULT_REQUEUE_TIME="$ARGO_REQUEUE"
+      ;;
+    tekton)
+      say "Tekton Pipelines at its defaults: ${RUNS} seed runs, then ${TEKTON_N} PipelineRuns at once"
+      run_peer tekton tekton "tekton scale" TEKTON_VERSION="$TEKTON_VERSION" SCALE_N="$TEKTON_N" \
+        TEKTON_QPS= TEKTON_BURST=
+      say "Tekton Pipelines at --kube-api-qps ${TEKTON_QPS} --kube-api-burst ${TEKTON_BURST}: the same"
+      run_peer tekton-qps tekton "tekton scale" TEKTON_VERSION="$TEKTON_VERSION" SCALE_N="$TEKTON_N" \
+        TEKTON_QPS="$TEKTON_QPS" TEKTON_BURST="$TEKTON_BURST"
+      ;;
+  esac
+done
+if has_peer argo && [ "$argo_crds_before" = 0 ]; then
+  kubectl delete -k "$(module_dir "github.com/argoproj/argo-workflows/v3@${ARGO_VERSION}")/manifests/base/crds/minimal" \
     --ignore-not-found --wait=false >/dev/null 2>&1 || true
 fi
+if has_peer tekton; then
+  [ "$tekton_crds_before" = 1 ] ||
+    kubectl delete -f "$(module_dir "github.com/tektoncd/pipeline@${TEKTON_VERSION}")/config/300-crds" \
+      --ignore-not-found --wait=false >/dev/null 2>&1 || true
+  [ "$tekton_ns_before" = 1 ] ||
+    kubectl delete namespace tekton-pipelines --ignore-not-found --wait=false >/dev/null 2>&1 || true
+fi
 
-python3 scripts/bench_report.py side-by-side --ours "$work/ours.json" --peer-out "$work/peer.out" \
-  --peer-rc "$peer_rc" --argo-version "${ARGO_VERSION:-v3.7.9}" --argo-requeue "$ARGO_REQUEUE"
+python3 scripts/bench_report.py side-by-side --ours "$work/ours.json" "${peer_reports[@]}"

@@ -3,8 +3,10 @@
 
   bench_report.py ours --sample-times FILE --n N ...    our run: one Markdown table, and
                                                         --json-out for the comparison
-  bench_report.py side-by-side --ours JSON --peer-out FILE ...
-                                                        ours beside Argo's run.sh output
+  bench_report.py peer --harness argo|tekton --output FILE ...
+                                                        a peer harness's run.sh output, as JSON
+  bench_report.py side-by-side --ours JSON --peer JSON [--peer JSON ...]
+                                                        ours beside each peer run, with ratios
 
 Run by bench-cluster.sh; `bench_report.py <command> --help` lists the arguments.
 """
@@ -106,57 +108,152 @@ def ours(a):
         print(f"| CPU in that time (2 cores: {2 * wall:.0f} CPU-s available) | operator {cpu:.1f} s, {', '.join(parts)} |")
 
 
-def side_by_side(a):
-    ours = json.load(open(a.ours))
-    out = open(a.peer_out).read()
-    rc, version, requeue = a.peer_rc, a.argo_version, a.argo_requeue
-    argo = {}
+TOOLS = {"argo": "Argo Workflows", "tekton": "Tekton Pipelines"}
+# What each peer harness's run.sh prints first: its controller's version and settings.
+PEER_HEADERS = {
+    "argo": re.compile(r"argo workflow-controller (?P<version>\S+); DEFAULT_REQUEUE_TIME=(?P<requeue>\S+); "
+                       r"--qps (?P<qps>\S+) --burst (?P<burst>\S+);"),
+    "tekton": re.compile(r"tekton pipelines controller (?P<version>\S+); --threads-per-controller (?P<threads>\d+); "
+                         r"--kube-api-qps (?P<qps>\S+) --kube-api-burst (?P<burst>\S+) "
+                         r"\(client rate limit in effect: QPS (?P<qps_eff>\S+), burst (?P<burst_eff>\S+)\)"),
+}
+
+
+def peer_settings(harness, h):
+    """(the peer's short name, its settings in a column header, in a sentence) of a peer's run."""
+    if harness == "argo":
+        if not h:
+            return "Argo", "settings unknown", "settings unknown"
+        return ("Argo",
+                f"`DEFAULT_REQUEUE_TIME={h['requeue']}`, QPS {h['qps']}, burst {h['burst']}",
+                f"DEFAULT_REQUEUE_TIME={h['requeue']} (its per-step requeue; Argo's default 10s, its fastest "
+                f"setting 100ms), client rate limit --qps {h['qps']} --burst {h['burst']} (ARGO_QPS, ARGO_BURST; "
+                f"Argo's defaults 20, 30)")
+    if not h:
+        return "Tekton", "settings unknown", "settings unknown"
+    effect = f"QPS {h['qps_eff']}, burst {h['burst_eff']}"
+    if h["qps"] == "unset" and h["burst"] == "unset":
+        return ("Tekton", f"defaults: {effect}",
+                f"its defaults (no --kube-api-qps, --kube-api-burst): a client rate limit of {effect}; {h['threads']} threads per "
+                f"controller")
+    return ("Tekton", f"`--kube-api-qps {h['qps']} --kube-api-burst {h['burst']}`: {effect}",
+            f"--kube-api-qps {h['qps']} --kube-api-burst {h['burst']} (TEKTON_QPS, TEKTON_BURST): a client rate "
+            f"limit of {effect} "
+            f"(Tekton doubles what it is given); {h['threads']} threads per controller")
+
+
+def peer(a):
+    """A peer harness's run.sh output, as figures (the same keys as ours) and settings."""
+    out = open(a.output).read()
+    m = PEER_HEADERS[a.harness].search(out)
+    name, short, long = peer_settings(a.harness, m.groupdict() if m else None)
+    figures = {"harness": a.harness, "name": name, "version": m["version"] if m else "(version unknown)",
+               "settings": short, "settings_long": long, "exit_status": a.exit_status,
+               "fails": [l for l in out.splitlines() if l.startswith("FAIL:")]}
     m = re.search(r"SEED apply->Succeeded over (\d+) runs: min ([\d.]+) s, median ([\d.]+) s, max ([\d.]+) s", out)
     if m:
-        argo.update(runs=int(m[1]), min=float(m[2]), median=float(m[3]), max=float(m[4]))
-    m = re.search(r"SCALE (\d+) workflows Succeeded in ([\d.]+) s .*controller peak RSS ([\d.]+) MiB, CPU ([\d.]+) s; (\d+) pods", out)
+        figures.update(runs=int(m[1]), min=float(m[2]), median=float(m[3]), max=float(m[4]))
+    m = re.search(r"SCALE (\d+) workflows Succeeded in ([\d.]+) s .*apply took ([\d.]+) s\); "
+                  r"controller peak RSS ([\d.]+) MiB, CPU ([\d.]+) s; (\d+) pods", out)
     if m:
-        argo.update(n=int(m[1]), wall=float(m[2]), rss=float(m[3]), cpu=float(m[4]), pods=int(m[5]))
-    fails = [l for l in out.splitlines() if l.startswith("FAIL:")]
-    m = re.search(r"--qps (\S+) --burst (\S+);", out)
-    qps = f"--qps {m[1]} --burst {m[2]}" if m else "client rate limit unknown"
+        figures.update(n=int(m[1]), wall=float(m[2]), apply=float(m[3]), rss=float(m[4]), cpu=float(m[5]),
+                       pods=int(m[6]))
+    m = re.search(r"FAIL: only (\d+) of (\d+) Succeeded in time", out)
+    if m:
+        figures.update(n=int(m[2]), unfinished=int(m[1]), timeout=a.scale_timeout_s)
+    with open(a.json_out, "w") as f:
+        json.dump(figures, f)
+
+
+def side_by_side(a):
+    ours = json.load(open(a.ours))
+    peers = [json.load(open(p)) for p in a.peer]
+    n = ours["n"]
+
+    print()
+    print("Side by side, one run on the same cluster, each controller run out of cluster like ours (ours "
+          "at its default client rate limit, QPS 200, burst 400). Ours: a group of 3 Workflows, 5 step pods; "
+          "Argo: one Workflow, a 5-task linear DAG; Tekton: one PipelineRun, a chain of 5 one-step Tasks; "
+          "5 pods one after another in each. The sample's time: ours `kubectl wait`, the peers' polled every "
+          "50 ms by their run.sh.")
+    print()
+    for p in peers:
+        print(f"- {TOOLS[p['harness']]} {p['version']}: {p['settings_long']}.")
+    print()
 
     def cell(d, key, fmt):
         return fmt.format(d[key]) if key in d else "not measured"
 
-    def ratio(key, same_n=False):
-        if key not in argo or not argo[key] or (same_n and argo.get("n") != ours["n"]):
+    def ratio(p, key, same_n=False):
+        if key not in p or not p[key] or (same_n and p.get("n") != n):
             return ""
-        return f"{ours[key] / argo[key]:.2f}"
+        return f"{ours[key] / p[key]:.2f}"
 
-    n, an = ours["n"], argo.get("n")
-    print()
-    print(f"Side by side, one run on the same cluster. Argo Workflows {version} workflow-controller at "
-          f"DEFAULT_REQUEUE_TIME={requeue} (its per-step requeue; Argo's default 10s), {qps} "
-          f"(ARGO_QPS, ARGO_BURST; Argo's defaults 20, 30; ours 200, 400), out of cluster like ours. "
-          f"Ours: a group of 3 Workflows, 5 step pods; "
-          f"Argo: one Workflow, a 5-task linear DAG, 5 pods. The sample's time: ours `kubectl wait`, "
-          f"Argo's polled every 50 ms by run.sh.")
-    print()
-    print(f"| figure | workflow-operator | Argo Workflows {version} (DEFAULT_REQUEUE_TIME={requeue}) | ours/Argo |")
-    print("|---|---|---|---|")
+    def wall(p):
+        if "wall" in p:
+            return f"{p['wall']:.1f} s" + (f" ({p['n']} at once)" if p["n"] != n else "")
+        if "unfinished" in p:
+            return f"not finished: {p['unfinished']} of {p['n']} in {p['timeout']} s (SCALE_TIMEOUT_S)"
+        return "not measured"
+
+    def rate(p):
+        if "wall" not in p:
+            return "not measured", ""
+        r = p["n"] / p["wall"]
+        return f"{r:.2f}", f"{n / ours['wall'] / r:.2f}"
+
+    def per_step(p):
+        if "cpu" not in p:
+            return "not measured", ""
+        ms = 1000 * p["cpu"] / (5 * p["n"])
+        return f"{ms:.1f} ms", f"{1000 * ours['cpu'] / (5 * n) / ms:.2f}"
+
+    head = ["figure", "workflow-operator"]
+    for p in peers:
+        head += [f"{p['name']} {p['version']} ({p['settings']})", f"ours/{p['name']}"]
+    rows = []
     for k in ("min", "median", "max"):
-        print(f"| seed sample, apply to Completed / Succeeded, {k} of {ours['runs']} / {argo.get('runs', '-')} runs "
-              f"| {ours[k]:.2f} s | {cell(argo, k, '{:.2f} s')} | {ratio(k)} |")
-    argo_n = f"{an} workflows" if an else "workflows"
-    print(f"| {n} groups / {argo_n} at once: wall time | {ours['wall']:.1f} s | {cell(argo, 'wall', '{:.1f} s')} | {ratio('wall', True)} |")
-    rate_o = n / ours["wall"]
-    rate_a = an / argo["wall"] if "wall" in argo else None
-    print(f"| groups/s, workflows/s | {rate_o:.2f} | {f'{rate_a:.2f}' if rate_a else 'not measured'} | {f'{rate_o / rate_a:.2f}' if rate_a else ''} |")
-    print(f"| controller peak RSS (VmHWM), at N at once | {ours['rss']:.1f} MiB | {cell(argo, 'rss', '{:.1f} MiB')} | {ratio('rss', True)} |")
-    print(f"| controller CPU, N at once | {ours['cpu']:.1f} s | {cell(argo, 'cpu', '{:.1f} s')} | {ratio('cpu', True)} |")
-    if "cpu" in argo:
-        print(f"| controller CPU per step | {1000 * ours['cpu'] / (5 * n):.1f} ms | {1000 * argo['cpu'] / (5 * an):.1f} ms | {ours['cpu'] / (5 * n) / (argo['cpu'] / (5 * an)):.2f} |")
-    print(f"| step pods | {ours['pods']} (expected {5 * n}) | {cell(argo, 'pods', '{}')} (expected {5 * an if an else '-'}) | |")
-    if an and an != n:
-        print(f"\nArgo ran {an} workflows at once, not {n} (ARGO_N): no ratio for the totals.")
-    if rc or fails:
-        print(f"\nArgo's run did not finish (exit {rc}): {'; '.join(fails) or 'see its log above'}")
+        row = [f"seed sample, apply to Completed / Succeeded, {k} of {ours['runs']} runs", f"{ours[k]:.2f} s"]
+        for p in peers:
+            row += [cell(p, k, "{:.2f} s"), ratio(p, k)]
+        rows.append(row)
+    row = [f"{n} at once (our groups, Argo's Workflows, Tekton's PipelineRuns), all done: wall time", f"{ours['wall']:.1f} s"]
+    for p in peers:
+        row += [wall(p), ratio(p, "wall", True)]
+    rows.append(row)
+    row = ["groups/s, Workflows/s, PipelineRuns/s", f"{n / ours['wall']:.2f}"]
+    for p in peers:
+        row += list(rate(p))
+    rows.append(row)
+    row = ["controller peak RSS (VmHWM), N at once", f"{ours['rss']:.1f} MiB"]
+    for p in peers:
+        row += [cell(p, "rss", "{:.1f} MiB"), ratio(p, "rss", True)]
+    rows.append(row)
+    row = ["controller CPU, N at once", f"{ours['cpu']:.1f} s"]
+    for p in peers:
+        row += [cell(p, "cpu", "{:.1f} s"), ratio(p, "cpu", True)]
+    rows.append(row)
+    row = ["controller CPU per step", f"{1000 * ours['cpu'] / (5 * n):.1f} ms"]
+    for p in peers:
+        row += list(per_step(p))
+    rows.append(row)
+    row = ["step pods", f"{ours['pods']} (expected {5 * n})"]
+    for p in peers:
+        expected = f" (expected {5 * p['n']})" if "n" in p else ""
+        row += [cell(p, "pods", "{}") + expected, ""]
+    rows.append(row)
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+    for p in peers:
+        name = f"{p['name']} {p['version']} ({p['settings']})"
+        if "n" in p and p["n"] != n:
+            print(f"\n{name} ran {p['n']} at once, not {n}: no ratio for the totals.")
+        if p["exit_status"] or p["fails"]:
+            print(f"\n{name} did not finish its run (exit {p['exit_status']}): "
+                  f"{'; '.join(p['fails']) or 'see its log above'}")
 
 
 def main():
@@ -184,12 +281,19 @@ def main():
     p.add_argument("--json-out", required=True, help="file to write our figures to, for side-by-side")
     p.set_defaults(run=ours)
 
-    p = commands.add_parser("side-by-side", help="ours beside Argo's figures, with the ratio")
+    p = commands.add_parser("peer", help="a peer harness's run.sh output, as figures for side-by-side")
+    p.add_argument("--harness", required=True, choices=sorted(PEER_HEADERS), help="which peer harness ran")
+    p.add_argument("--output", required=True, help="file: what its run.sh printed")
+    p.add_argument("--exit-status", type=int, required=True, help="run.sh's exit status")
+    p.add_argument("--scale-timeout-s", type=int, required=True,
+                   help="seconds run.sh gave the N at once before giving up (SCALE_TIMEOUT_S)")
+    p.add_argument("--json-out", required=True, help="file to write the figures to")
+    p.set_defaults(run=peer)
+
+    p = commands.add_parser("side-by-side", help="ours beside each peer's figures, with the ratio ours/peer")
     p.add_argument("--ours", required=True, help="file: what `ours --json-out` wrote")
-    p.add_argument("--peer-out", required=True, help="file: the output of Argo's run.sh")
-    p.add_argument("--peer-rc", type=int, required=True, help="run.sh's exit status")
-    p.add_argument("--argo-version", required=True, help="Argo Workflows' version, e.g. v3.7.9")
-    p.add_argument("--argo-requeue", required=True, help="Argo's DEFAULT_REQUEUE_TIME, e.g. 100ms")
+    p.add_argument("--peer", required=True, action="append",
+                   help="file: what `peer --json-out` wrote; repeated, one column per peer run, in order")
     p.set_defaults(run=side_by_side)
 
     args = parser.parse_args()

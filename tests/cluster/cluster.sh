@@ -12,6 +12,7 @@
 # .local-cluster/ at the repository root, or in $WORKFLOW_CLUSTER_DIR (for a second cluster):
 #   kubeconfig          cluster-admin kubeconfig (client certificate)
 #   logs/<component>.log, pids/<component>.pid, pki/, etcd/, ports.env
+#   kwok-stages.sha256  checksums of the kwok stages (kwok/*.yaml) the running kwok loaded
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -24,6 +25,7 @@ LOGS="${STATE_DIR}/logs"
 PIDS="${STATE_DIR}/pids"
 KUBECONFIG_FILE="${STATE_DIR}/kubeconfig"
 PORTS_FILE="${STATE_DIR}/ports.env"
+KWOK_STAGES_FILE="${STATE_DIR}/kwok-stages.sha256"
 NODE_NAME="${KWOK_NODE_NAME:-kwok-node-0}"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # kube-controller-manager controllers we need (and nothing node/cloud related).
@@ -416,6 +418,9 @@ EOF
   for f in "${HERE}"/kwok/*.yaml; do
     kwok_configs+=("--config=${f}")
   done
+  # kwok reads its stages only here, at start: their checksums, so that a script can tell
+  # whether the running kwok knows the stages of its own checkout (scripts/bench-cluster.sh).
+  (cd "${HERE}/kwok" && sha256sum -- *.yaml) > "${KWOK_STAGES_FILE}"
   start kwok "${BIN}/kwok" \
     --kubeconfig="${KUBECONFIG_FILE}" \
     --manage-all-nodes=false \

@@ -1,6 +1,7 @@
 //! Smoke tests for the local cluster (tests/cluster/): the real control plane
 //! schedules Job pods on the kwok node, kwok completes or fails them as the
-//! e2e conventions say, and the garbage collector removes dependents.
+//! e2e conventions say (and completes the pods of a TaskRun, as the peer
+//! benchmark needs), and the garbage collector removes dependents.
 
 use std::time::Duration;
 
@@ -150,6 +151,65 @@ spec:
     let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(terminated["exitCode"], 1, "pod: {pod:#}");
     assert_eq!(terminated["message"], "simulated failure", "pod: {pod:#}");
+}
+
+/// A one-container pod named `name`; `owner_kind`, if given, is the kind of its owner reference.
+fn pod_yaml(name: &str, owner_kind: Option<&str>) -> String {
+    // An owner in a group no cluster serves: the garbage collector cannot resolve its kind, so it
+    // never deletes the pod as an orphan, even on a cluster where Tekton's own CRDs are installed.
+    let owner = owner_kind.map_or(String::new(), |kind| {
+        format!(
+            r#"
+  ownerReferences:
+  - apiVersion: e2e.workflow.rxg456.cn/v1
+    kind: {kind}
+    name: owner
+    uid: 00000000-0000-0000-0000-000000000001"#
+        )
+    });
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}{owner}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: step-main
+    image: busybox
+    command: ["true"]
+"#
+    )
+}
+
+fn wait_pod_phase(cluster: &Cluster, ns: &str, pod: &str, phase: &str) -> Value {
+    let mut last = Value::Null;
+    cluster.wait_for(
+        &format!("pod {ns}/{pod} to reach phase {phase}"),
+        TIMEOUT,
+        || {
+            last = cluster.kubectl_json(&["-n", ns, "get", "pod", pod]);
+            last["status"]["phase"] == phase
+        },
+    );
+    last
+}
+
+#[test]
+fn a_taskrun_pod_completes_and_a_pod_without_owner_keeps_running() {
+    let cluster = Cluster::shared();
+    let ns = cluster.fresh_namespace("smoke-taskrun");
+    cluster.apply_yaml_in(&ns, &pod_yaml("unowned", None));
+    wait_pod_phase(cluster, &ns, "unowned", "Running");
+    cluster.apply_yaml_in(&ns, &pod_yaml("taskrun-pod", Some("TaskRun")));
+
+    let pod = wait_pod_phase(cluster, &ns, "taskrun-pod", "Succeeded");
+    let terminated = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(terminated["exitCode"], 0, "pod: {pod:#}");
+    assert_eq!(terminated["reason"], "Completed", "pod: {pod:#}");
+    // Running for longer than the TaskRun's pod took to complete: no stage completes it.
+    let unowned = cluster.kubectl_json(&["-n", &ns, "get", "pod", "unowned"]);
+    assert_eq!(unowned["status"]["phase"], "Running", "pod: {unowned:#}");
 }
 
 #[test]
