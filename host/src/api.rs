@@ -236,15 +236,19 @@ pub struct StepPodTemplate {
     /// Environment of the step container, as in a container spec (`valueFrom` a Secret or a
     /// ConfigMap key included).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
     pub env: Vec<k8s_openapi::api::core::v1::EnvVar>,
     /// Environment from whole Secrets and ConfigMaps.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub env_from: Vec<EnvFromSource>,
     /// Volumes of the pod: Secrets, ConfigMaps and empty directories.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub volumes: Vec<StepVolume>,
     /// Where the step container mounts them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub volume_mounts: Vec<VolumeMount>,
     /// Nodes the step pods may run on, by label.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
@@ -254,12 +258,14 @@ pub struct StepPodTemplate {
     pub affinity: Option<Affinity>,
     /// Taints the step pods tolerate.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
     pub tolerations: Vec<Toleration>,
     /// Requests and limits of the step container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<ResourceRequirements>,
     /// Secrets to pull the step images with.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
     pub image_pull_secrets: Vec<LocalObjectReference>,
     /// The pod's security context, instead of the restricted default.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -385,7 +391,7 @@ fn merged<T: Clone>(base: &[T], over: &[T], key: impl Fn(&T) -> String) -> Vec<T
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "[has(self.secret), has(self.configMap), has(self.emptyDir)].filter(x, x).size() == 1",
+    "rule": "(has(self.secret) ? 1 : 0) + (has(self.configMap) ? 1 : 0) + (has(self.emptyDir) ? 1 : 0) == 1",
     "message": "a step volume is exactly one of secret, configMap or emptyDir"
 }]))]
 pub struct StepVolume {

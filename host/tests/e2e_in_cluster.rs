@@ -19,7 +19,16 @@ const DEPLOY_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// The holder of the leader Lease, if any.
 fn leader() -> Option<String> {
-    let lease = cluster().kubectl_json(&["-n", INSTALL_NS, "get", "lease", "workflow-operator"]);
+    let out = cluster().kubectl(&[
+        "-n",
+        INSTALL_NS,
+        "get",
+        "lease",
+        "workflow-operator",
+        "-o",
+        "json",
+    ]);
+    let lease: Value = serde_json::from_slice(&out.stdout).ok()?;
     lease["spec"]["holderIdentity"]
         .as_str()
         .filter(|h| !h.is_empty())
@@ -77,6 +86,15 @@ fn wait_phase(ns: &str, name: &str, phase: &str) {
     );
 }
 
+/// Undeploys when dropped, whatever the test's outcome.
+struct Installed;
+
+impl Drop for Installed {
+    fn drop(&mut self) {
+        undeploy();
+    }
+}
+
 /// Removes what the deploy added that no other test uses (the shared namespace and RBAC stay:
 /// the other tests' operators run as its ServiceAccount).
 fn undeploy() {
@@ -115,6 +133,18 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
         "the `kubernetes` Service has no endpoint a pod can reach (a cluster started by an older cluster.sh: restart it): {endpoints}"
     );
     let ns = cluster.fresh_namespace("e2e-in-cluster");
+    // From nothing: not the replicas of an earlier run.
+    undeploy();
+    cluster.kubectl(&[
+        "-n",
+        INSTALL_NS,
+        "wait",
+        "--for=delete",
+        "pod",
+        "-l",
+        "app.kubernetes.io/name=workflow-operator",
+        "--timeout=60s",
+    ]);
     // What `make deploy` does: the built-in plugins into deploy/plugins/, then scripts/deploy.sh.
     let root = repo_root();
     let plugins = root.join("deploy/plugins");
@@ -133,6 +163,7 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
         .env("WATCH_NAMESPACE", &ns)
         .output()
         .expect("run scripts/deploy.sh");
+    let _installed = Installed;
     assert!(
         deploy.status.success(),
         "scripts/deploy.sh failed: {}{}",
@@ -173,7 +204,8 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
 
     // The seed's sample, with the operator in the cluster.
     let sample = std::fs::read_to_string(root.join("examples/workflowgroup-sample.yaml"))
-        .expect("the seed sample");
+        .expect("the seed sample")
+        .replace("  namespace: default\n", "");
     cluster.apply_yaml_in(&ns, &sample);
     wait_phase(&ns, "workflowgroup-sample", "Completed");
 
@@ -240,5 +272,4 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
         String::from_utf8_lossy(&out.stderr)
     );
     wait_phase(&ns, "waits", "Completed");
-    undeploy();
 }

@@ -122,6 +122,29 @@ other_kube_proxies() {
   return 0
 }
 
+# Removes every KUBE-* chain and each rule that jumps to one, in every table of both families:
+# kube-proxy --cleanup leaves the kubelet's KUBE-FIREWALL (it makes it whatever
+# makeIPTablesUtilChains says).
+remove_kube_chains() {
+  local ipt table rule chain
+  for ipt in iptables ip6tables; do
+    command -v "${ipt}" >/dev/null 2>&1 || continue
+    for table in $("${ipt}-save" 2>/dev/null | awk '/^\*/ { print substr($1, 2) }'); do
+      while IFS= read -r rule; do
+        [[ -n "${rule}" ]] || continue
+        # shellcheck disable=SC2086
+        "${ipt}" -t "${table}" -D ${rule#-A } 2>/dev/null || true
+      done < <("${ipt}" -t "${table}" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' || true)
+      for chain in $("${ipt}" -t "${table}" -S 2>/dev/null | awk '/^-N KUBE-/ { print $2 }'); do
+        "${ipt}" -t "${table}" -F "${chain}" 2>/dev/null || true
+      done
+      for chain in $("${ipt}" -t "${table}" -S 2>/dev/null | awk '/^-N KUBE-/ { print $2 }'); do
+        "${ipt}" -t "${table}" -X "${chain}" 2>/dev/null || true
+      done
+    done
+  done
+}
+
 # kube-proxy's iptables chains on the host (every family and table).
 kube_proxy_chains() {
   local save
@@ -301,7 +324,8 @@ leftovers() {
   ip link show "${BRIDGE}" >/dev/null 2>&1 && echo "bridge ${BRIDGE}"
   log_symlinks | sed 's/^/symlink /'
   cni_cache_entries | sed 's/^/CNI cache /'
-  [[ -n "$(other_kube_proxies)" ]] || kube_proxy_chains | sed 's/^/iptables chain /'
+  other_kubelet_running || [[ -n "$(other_kube_proxies)" ]] \
+    || kube_proxy_chains | sed 's/^/iptables chain /'
   return 0
 }
 
@@ -565,12 +589,13 @@ registerWithTaints:
   value: "true"
   effect: NoSchedule
 failSwapOn: false
-# The images cannot be pulled again: never collect them; evict only when the host is nearly full.
+# The images cannot be pulled again: never collect them; evict only when the disk is nearly full
+# (an absolute floor: a share of a large shared disk can be gigabytes still free).
 imageGCHighThresholdPercent: 100
 evictionHard:
   memory.available: 100Mi
-  nodefs.available: 2%
-  imagefs.available: 2%
+  nodefs.available: 512Mi
+  imagefs.available: 512Mi
 serializeImagePulls: false
 EOF
 }
@@ -832,7 +857,10 @@ cmd_down() {
   done
   ip link delete "${BRIDGE}" 2>/dev/null || true
   for f in $(log_symlinks) $(cni_cache_entries); do rm -f "${f}"; done
-  other_kubelet_running || restore_host_state
+  if ! other_kubelet_running && [[ -z "$(other_kube_proxies)" ]]; then
+    remove_kube_chains
+    restore_host_state
+  fi
 
   local left; left="$(leftovers)"
   for f in ${netns}; do

@@ -301,12 +301,15 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, default_image: 
 }
 
 /// The pod half of the `restricted` Pod Security Standard: a numeric non-root user, the
-/// runtime's default seccomp profile.
+/// runtime's default seccomp profile; volumes owned by the user's group.
 fn restricted_pod_security() -> PodSecurityContext {
     PodSecurityContext {
         run_as_non_root: Some(true),
         run_as_user: Some(DEFAULT_STEP_USER),
         run_as_group: Some(DEFAULT_STEP_USER),
+        // Volumes (a Secret's key files) belong to this group: `defaultMode: 0440` keeps them
+        // from other users and readable by the step.
+        fs_group: Some(DEFAULT_STEP_USER),
         seccomp_profile: Some(SeccompProfile {
             type_: "RuntimeDefault".into(),
             ..SeccompProfile::default()
@@ -611,6 +614,7 @@ mod tests {
         let security = spec.security_context.as_ref().unwrap();
         assert_eq!(security.run_as_non_root, Some(true));
         assert!(security.run_as_user.is_some_and(|u| u > 0));
+        assert_eq!(security.fs_group, security.run_as_group);
         assert_eq!(
             security.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
             Some("RuntimeDefault")
