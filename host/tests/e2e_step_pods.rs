@@ -316,3 +316,86 @@ fn five_thousand_targets_reach_a_real_step_as_a_file() {
     );
     wait_group_phase(&ns, "many", "Completed", &mut operator);
 }
+
+#[test]
+fn on_the_real_node_exit_codes_and_output_reach_the_plugin_and_a_timeout_or_a_deleted_pod_fails_the_step()
+ {
+    let cluster = cluster();
+    cluster.require_real_node();
+    let ns = cluster.fresh_namespace("e2e-real-steps");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let group = |name: &str, command: &str, timeout: Option<u32>| {
+        let mut yaml: Value = serde_json::from_str(&real_node_at_group(
+            name,
+            command,
+            serde_json::json!({}),
+            one_target(),
+        ))
+        .expect("JSON");
+        if let Some(seconds) = timeout {
+            yaml["spec"]["params"]["at"]["timeoutSeconds"] = seconds.into();
+        }
+        yaml.to_string()
+    };
+
+    // A real container's exit code and its output (the termination message falls back to the
+    // log's tail) reach the plugin's `evaluate`, whose words fail the group.
+    cluster.apply_yaml_in(
+        &ns,
+        &group(
+            "exits",
+            "echo 'disk /var is 97% full on node-1'; exit 3",
+            None,
+        ),
+    );
+    // A step the kubelet stops at its timeout (`activeDeadlineSeconds`).
+    cluster.apply_yaml_in(&ns, &group("too-slow", "sleep 120", Some(3)));
+    // A step whose pod is deleted while it runs.
+    cluster.apply_yaml_in(&ns, &group("deleted", "sleep 120", None));
+
+    wait_group_phase(&ns, "exits", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/exits"));
+    assert!(
+        message.contains("exit code 3") && message.contains("97% full on node-1"),
+        "the group says what the container said: {message}"
+    );
+
+    let (pod, _) = poll_until(
+        Duration::from_millis(200),
+        TIMEOUT,
+        "the step of `deleted` to run",
+        || {
+            list(&ns, "pods", Some("workflow.rxg456.cn/group-name=deleted"))
+                .into_iter()
+                .find(|p| p["status"]["phase"] == "Running")
+                .ok_or(())
+        },
+        |()| "no running pod".into(),
+    );
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "delete",
+        "pod",
+        text(&pod, "/metadata/name"),
+        "--wait=false",
+    ]);
+    wait_group_phase(&ns, "deleted", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/deleted"));
+    assert!(
+        message.contains("deleted before it finished"),
+        "the group says the pod was deleted: {message}"
+    );
+
+    let waited = wait_group_phase(&ns, "too-slow", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/too-slow"));
+    assert!(
+        message.contains("DeadlineExceeded"),
+        "the group says the step ran out of time: {message}"
+    );
+    assert!(
+        waited < Duration::from_secs(60),
+        "a 3 s timeout failed the step after {waited:?}"
+    );
+}
