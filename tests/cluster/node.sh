@@ -392,15 +392,22 @@ sign() {
 }
 
 write_pki() {
-  local ip="$1" server
+  local ip="$1"
   mkdir -p "${NODE_DIR}/pki"
   sign kubelet-client "/O=system:nodes/CN=system:node:${NODE_NAME}" \
     "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth)"
   sign kubelet-serving "/O=system:nodes/CN=system:node:${NODE_NAME}" \
     "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=serverAuth "subjectAltName=IP:${ip},DNS:${NODE_NAME}")"
+  write_client_kubeconfig "${NODE_DIR}/kubelet/kubeconfig" "${NODE_NAME}" kubelet-client
+}
+
+# write_client_kubeconfig <path> <user> <certificate name>: a kubeconfig for the cluster's API
+# server with the client certificate <certificate name> that `sign` made.
+write_client_kubeconfig() {
+  local path="$1" user="$2" cert="$3" server
   server="$(sed -n 's/^ *server: //p' "${KUBECONFIG_FILE}")"
   [[ -n "${server}" ]] || die "no server in ${KUBECONFIG_FILE}"
-  cat > "${NODE_DIR}/kubelet/kubeconfig" <<EOF
+  cat > "${path}" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -409,51 +416,30 @@ clusters:
     server: ${server}
     certificate-authority: ${PKI}/ca.crt
 users:
-- name: ${NODE_NAME}
+- name: ${user}
   user:
-    client-certificate: ${NODE_DIR}/pki/kubelet-client.crt
-    client-key: ${NODE_DIR}/pki/kubelet-client.key
+    client-certificate: ${NODE_DIR}/pki/${cert}.crt
+    client-key: ${NODE_DIR}/pki/${cert}.key
 contexts:
 - name: workflow-local
   context:
     cluster: workflow-local
-    user: ${NODE_NAME}
+    user: ${user}
 current-context: workflow-local
 EOF
-  chmod 600 "${NODE_DIR}/kubelet/kubeconfig"
+  chmod 600 "${path}"
 }
 
 # kube-proxy's identity (system:kube-proxy, bound to system:node-proxier by default) and its
 # configuration: iptables mode; it leaves the host's conntrack limits and timeouts and
 # route_localnet as they are, and serves health and metrics on loopback only.
 write_kube_proxy_config() {
-  local subnet="$1" server healthz_port metrics_port
+  local subnet="$1" healthz_port metrics_port
   mkdir -p "${NODE_DIR}/kube-proxy"
   sign kube-proxy "/CN=system:kube-proxy" \
     "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth)"
-  server="$(sed -n 's/^ *server: //p' "${KUBECONFIG_FILE}")"
   read -r healthz_port metrics_port <<<"$(free_ports 2)"
-  cat > "${NODE_DIR}/kube-proxy/kubeconfig" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: workflow-local
-  cluster:
-    server: ${server}
-    certificate-authority: ${PKI}/ca.crt
-users:
-- name: kube-proxy
-  user:
-    client-certificate: ${NODE_DIR}/pki/kube-proxy.crt
-    client-key: ${NODE_DIR}/pki/kube-proxy.key
-contexts:
-- name: workflow-local
-  context:
-    cluster: workflow-local
-    user: kube-proxy
-current-context: workflow-local
-EOF
-  chmod 600 "${NODE_DIR}/kube-proxy/kubeconfig"
+  write_client_kubeconfig "${NODE_DIR}/kube-proxy/kubeconfig" kube-proxy kube-proxy
   cat > "${NODE_DIR}/kube-proxy/config.yaml" <<EOF
 apiVersion: kubeproxy.config.k8s.io/v1alpha1
 kind: KubeProxyConfiguration
