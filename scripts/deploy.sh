@@ -5,6 +5,12 @@
 #
 # Server-side apply: a plugin ConfigMap is larger than the 256 KiB that client-side apply's
 # last-applied annotation can hold.
+#
+#   WATCH_NAMESPACE=ns   the operator watches that namespace only (WORKFLOW_NAMESPACE)
+#
+# On the local cluster (tests/cluster/cluster.sh, with its real node) the image of `make image`
+# is imported into the real node and the operator's pods are placed there: the base itself has
+# no placement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 KUBECTL="${KUBECTL:-kubectl}"
@@ -21,6 +27,17 @@ if [[ "$last" == *:* ]]; then
   name="${name%:*}"
 fi
 
+# The local cluster's real node (a node labelled workflow.rxg456.cn/node=real): the image goes
+# into its containerd, as no registry is reachable there, and the pods go to it.
+real_node="$("$KUBECTL" get nodes -l workflow.rxg456.cn/node=real -o name 2>/dev/null || true)"
+if [ -n "$real_node" ]; then
+  archive="target/image/workflow-operator.tar"
+  [ -f "$archive" ] || { echo "deploy: no $archive: run make image first" >&2; exit 1; }
+  [ "$IMG" = workflow-operator:dev ] || { echo "deploy: the local cluster's real node only has workflow-operator:dev (make image)" >&2; exit 1; }
+  tests/cluster/node.sh import-image "$archive"
+  echo "deploy: the local cluster: the operator's pods go to its real node ($real_node)"
+fi
+
 overlay="$(mktemp -d "${TMPDIR:-/tmp}/workflow-operator-deploy.XXXXXX")"
 trap 'rm -rf "$overlay"' EXIT
 base="$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$PWD/deploy" "$overlay")"
@@ -33,6 +50,24 @@ base="$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2
   echo "  newName: \"$name\""
   [ -n "$tag" ] && echo "  newTag: \"$tag\""
   [ -n "$digest" ] && echo "  digest: \"$digest\""
+  [ -n "${WATCH_NAMESPACE:-}$real_node" ] && echo "patches:"
+  if [ -n "${WATCH_NAMESPACE:-}" ]; then
+    echo "- target: {kind: Deployment, name: workflow-operator}"
+    echo "  patch: |-"
+    echo "    - op: add"
+    echo "      path: /spec/template/spec/containers/0/env/-"
+    echo "      value: {name: WORKFLOW_NAMESPACE, value: \"$WATCH_NAMESPACE\"}"
+  fi
+  if [ -n "$real_node" ]; then
+    echo "- target: {kind: Deployment, name: workflow-operator}"
+    echo "  patch: |-"
+    echo "    - op: add"
+    echo "      path: /spec/template/spec/nodeSelector"
+    echo "      value: {workflow.rxg456.cn/node: real}"
+    echo "    - op: add"
+    echo "      path: /spec/template/spec/tolerations"
+    echo "      value: [{key: workflow.rxg456.cn/real-node, operator: Exists, effect: NoSchedule}]"
+  fi
   true
 } > "$overlay/kustomization.yaml"
 

@@ -151,6 +151,7 @@ pub fn render_workflow(
         });
     }
     let context = plugin_context(group, &type_name, now);
+    let pod_template = group.spec.pod_template_of(&type_name);
     // The same check the group controller makes before it starts a group: the params against
     // the plugin's schema, then its `validate`. `plugin render` and `plugin eval` come here too.
     plugin.validate(&context.params)?;
@@ -181,6 +182,7 @@ pub fn render_workflow(
             paused: false,
             params: (!context.params.as_object().is_some_and(|m| m.is_empty()))
                 .then(|| context.params.clone()),
+            pod_template,
         },
         status: None,
     })

@@ -602,6 +602,7 @@ fn the_operators_service_account_is_refused_what_it_does_not_need() {
     // What it needs (the identity works) ...
     assert_eq!(can_i(&["create", "pods", "-n", &ns]), "yes");
     assert_eq!(can_i(&["watch", "configmaps", "-n", &ns]), "yes");
+    assert_eq!(can_i(&["create", "configmaps", "-n", &outside]), "yes");
     assert_eq!(
         can_i(&["patch", "leases.coordination.k8s.io", "-n", &ns]),
         "yes"

@@ -174,3 +174,228 @@ spec:
         &policy,
     ]);
 }
+
+/// A group of one `at` Workflow running `command` at once, on the real node, with
+/// `pod_template` (a JSON object) merged over the real node's placement, and `targets`.
+fn real_node_at_group(name: &str, command: &str, pod_template: Value, targets: Value) -> String {
+    let mut template = workflow_e2e::real_node_placement();
+    for (key, value) in pod_template.as_object().into_iter().flatten() {
+        template[key] = value.clone();
+    }
+    serde_json::json!({
+        "apiVersion": "workflow.rxg456.cn/v1alpha1",
+        "kind": "WorkflowGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "node-maintenance",
+            "clusterName": "test-cluster",
+            "workflowSteps": ["at"],
+            "targets": targets,
+            "params": {"at": {"schedule": "2020-01-01T00:00:00Z", "command": command}},
+            "podTemplate": template,
+        }
+    })
+    .to_string()
+}
+
+fn one_target() -> Value {
+    serde_json::json!([{"name": "node-1", "ip": "192.168.1.101", "role": "Master"}])
+}
+
+#[test]
+fn in_a_restricted_namespace_a_step_runs_for_real_as_non_root_with_its_secrets_from_the_template() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    let ns = cluster.fresh_namespace("e2e-restricted");
+    cluster.kubectl_ok(&[
+        "label",
+        "namespace",
+        &ns,
+        "pod-security.kubernetes.io/enforce=restricted",
+    ]);
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "secret",
+        "generic",
+        "node-access",
+        "--from-literal=token=s3cret-token",
+        "--from-literal=key=private-key-bytes",
+    ]);
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    // Every check is a real command in a real container: a failing one fails the step.
+    let command = [
+        "test \"$(id -u)\" = 65534",
+        // The values themselves are in no object: the command compares what the Secret gave.
+        "test -n \"$TOKEN\"",
+        "test \"$TOKEN\" = \"$(cat /var/run/access/token)\"",
+        "test -s /var/run/access/key",
+        "test \"$WORKFLOW_TARGET_NAMES\" = node-1",
+        "grep -q '\"ip\":\"192.168.1.101\"' \"$WORKFLOW_TARGETS_FILE\"",
+        "echo all checks passed",
+    ]
+    .join(" && ");
+    let template = serde_json::json!({
+        "env": [{"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "node-access", "key": "token"}}}],
+        "volumes": [{"name": "access", "secret": {"secretName": "node-access", "defaultMode": 0o440_u32}}],
+        "volumeMounts": [{"name": "access", "mountPath": "/var/run/access", "readOnly": true}],
+    });
+    cluster.apply_yaml_in(
+        &ns,
+        &real_node_at_group("hardened", &command, template, one_target()),
+    );
+    wait_group_phase(&ns, "hardened", "Completed", &mut operator);
+    let pod = list(&ns, "pods", None)
+        .into_iter()
+        .next()
+        .expect("the step's pod");
+    assert_eq!(pod["spec"]["nodeName"], workflow_e2e::REAL_NODE);
+    let logs = cluster.kubectl_ok(&["-n", &ns, "logs", text(&pod, "/metadata/name")]);
+    assert!(logs.contains("all checks passed"), "kubectl logs: {logs}");
+    // The Secret's value is nowhere in the objects the operator wrote.
+    for what in ["workflowgroups", "workflows"] {
+        let objects = cluster.kubectl_ok(&["-n", &ns, "get", what, "-o", "json"]);
+        assert!(
+            !objects.contains("s3cret-token") && !objects.contains("private-key-bytes"),
+            "{what} hold the secret"
+        );
+    }
+
+    // A group that asks for more than the namespace allows is refused, quoting Pod Security.
+    let privileged = serde_json::json!({"containerSecurityContext": {"privileged": true}});
+    cluster.apply_yaml_in(
+        &ns,
+        &real_node_at_group("privileged", "true", privileged, one_target()),
+    );
+    wait_group_phase(&ns, "privileged", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/privileged"));
+    assert!(
+        message.contains("its pod was refused") && message.contains("PodSecurity"),
+        "the group quotes Pod Security: {message}"
+    );
+}
+
+#[test]
+fn five_thousand_targets_reach_a_real_step_as_a_file() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    let ns = cluster.fresh_namespace("e2e-targets");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let targets: Vec<Value> = (0..5000)
+        .map(|i| {
+            serde_json::json!({
+                "name": format!("rack-{:02}-node-{i:05}", i / 100),
+                "ip": format!("192.168.{}.{}", i / 250, i % 250 + 1),
+                "role": "Worker",
+            })
+        })
+        .collect();
+    let command = "test \"$WORKFLOW_TARGET_COUNT\" = 5000 \
+        && test \"$(grep -o '\"name\"' \"$WORKFLOW_TARGETS_FILE\" | wc -l)\" = 5000 \
+        && grep -q rack-49-node-04999 \"$WORKFLOW_TARGETS_FILE\" \
+        && test -z \"${WORKFLOW_TARGETS:-}\"";
+    // Server-side, as a user applies an object this big: a client-side apply would also
+    // write it whole into an annotation, which holds at most 256 KiB.
+    let group = real_node_at_group(
+        "many",
+        command,
+        serde_json::json!({}),
+        Value::Array(targets),
+    );
+    let out = cluster.kubectl_with_stdin(
+        &["-n", &ns, "apply", "--server-side", "-f", "-"],
+        group.as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "kubectl apply --server-side: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    wait_group_phase(&ns, "many", "Completed", &mut operator);
+}
+
+#[test]
+fn on_the_real_node_exit_codes_and_output_reach_the_plugin_and_a_timeout_or_a_deleted_pod_fails_the_step()
+ {
+    let cluster = cluster();
+    cluster.require_real_node();
+    let ns = cluster.fresh_namespace("e2e-real-steps");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let group = |name: &str, command: &str, timeout: Option<u32>| {
+        let mut yaml: Value = serde_json::from_str(&real_node_at_group(
+            name,
+            command,
+            serde_json::json!({}),
+            one_target(),
+        ))
+        .expect("JSON");
+        if let Some(seconds) = timeout {
+            yaml["spec"]["params"]["at"]["timeoutSeconds"] = seconds.into();
+        }
+        yaml.to_string()
+    };
+
+    // A real container's exit code and its output (the termination message falls back to the
+    // log's tail) reach the plugin's `evaluate`, whose words fail the group.
+    cluster.apply_yaml_in(
+        &ns,
+        &group(
+            "exits",
+            "echo 'disk /var is 97% full on node-1'; exit 3",
+            None,
+        ),
+    );
+    // A step the kubelet stops at its timeout (`activeDeadlineSeconds`).
+    cluster.apply_yaml_in(&ns, &group("too-slow", "sleep 120", Some(3)));
+    // A step whose pod is deleted while it runs.
+    cluster.apply_yaml_in(&ns, &group("deleted", "sleep 120", None));
+
+    wait_group_phase(&ns, "exits", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/exits"));
+    assert!(
+        message.contains("exit code 3") && message.contains("97% full on node-1"),
+        "the group says what the container said: {message}"
+    );
+
+    let (pod, _) = poll_until(
+        Duration::from_millis(200),
+        TIMEOUT,
+        "the step of `deleted` to run",
+        || {
+            list(&ns, "pods", Some("workflow.rxg456.cn/group-name=deleted"))
+                .into_iter()
+                .find(|p| p["status"]["phase"] == "Running")
+                .ok_or(())
+        },
+        |()| "no running pod".into(),
+    );
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "delete",
+        "pod",
+        text(&pod, "/metadata/name"),
+        "--wait=false",
+    ]);
+    wait_group_phase(&ns, "deleted", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/deleted"));
+    assert!(
+        message.contains("deleted before it finished"),
+        "the group says the pod was deleted: {message}"
+    );
+
+    let waited = wait_group_phase(&ns, "too-slow", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/too-slow"));
+    assert!(
+        message.contains("DeadlineExceeded"),
+        "the group says the step ran out of time: {message}"
+    );
+    assert!(
+        waited < Duration::from_secs(60),
+        "a 3 s timeout failed the step after {waited:?}"
+    );
+}

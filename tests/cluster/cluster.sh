@@ -118,6 +118,8 @@ wait_until() {
 }
 
 gen_pki() {
+  local advertise="$1" san=""
+  [[ "${advertise}" == 127.0.0.1 ]] || san=",IP:${advertise}"
   mkdir -p "${PKI}"
   (
     cd "${PKI}"
@@ -129,11 +131,11 @@ gen_pki() {
     # kube-apiserver serving certificate.
     openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
       -subj "/CN=kube-apiserver" 2>/dev/null
-    cat > apiserver.ext <<'EXT'
+    cat > apiserver.ext <<EXT
 basicConstraints=CA:FALSE
 keyUsage=critical,digitalSignature,keyEncipherment
 extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,IP:10.96.0.1,DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
+subjectAltName=IP:127.0.0.1,IP:10.96.0.1${san},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
 EXT
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
       -days 3650 -sha256 -extfile apiserver.ext -out apiserver.crt 2>/dev/null
@@ -320,12 +322,17 @@ start_etcd() {
 # start_apiserver <bin-dir>: kube-apiserver on APISERVER_PORT; returns once /readyz is ok.
 # Certificates and the service-account keys are the state directory's, so clients and tokens
 # stay valid across restarts.
+#
+# Clients on this host use 127.0.0.1. With a global address on the host (APISERVER_ADVERTISE),
+# the server also listens there and advertises it: the `kubernetes` Service's endpoint, which
+# pods on the real node reach through its kube-proxy, as in-cluster clients do in any cluster.
 start_apiserver() {
-  local bin="$1"
-  log "starting kube-apiserver on 127.0.0.1:${APISERVER_PORT}"
+  local bin="$1" advertise="${APISERVER_ADVERTISE:-127.0.0.1}" bind=127.0.0.1 reconciler=none
+  if [[ "${advertise}" != 127.0.0.1 ]]; then bind=0.0.0.0 reconciler=lease; fi
+  log "starting kube-apiserver on ${bind}:${APISERVER_PORT} (advertised as ${advertise})"
   start kube-apiserver "${bin}/kube-apiserver" \
-    --advertise-address=127.0.0.1 \
-    --bind-address=127.0.0.1 \
+    --advertise-address="${advertise}" \
+    --bind-address="${bind}" \
     --secure-port="${APISERVER_PORT}" \
     --etcd-servers="http://127.0.0.1:${ETCD_CLIENT_PORT}" \
     --cert-dir="${PKI}" \
@@ -337,7 +344,7 @@ start_apiserver() {
     --service-account-key-file="${PKI}/sa.pub" \
     --service-account-signing-key-file="${PKI}/sa.key" \
     --service-cluster-ip-range=10.96.0.0/24 \
-    --endpoint-reconciler-type=none \
+    --endpoint-reconciler-type="${reconciler}" \
     --disable-admission-plugins=TaintNodesByCondition \
     --enable-admission-plugins=NodeRestriction,OwnerReferencesPermissionEnforcement \
     --kubelet-preferred-address-types=InternalIP,Hostname,InternalDNS,ExternalDNS,ExternalIP \
@@ -371,7 +378,10 @@ cmd_up() {
 
   mkdir -p "${STATE_DIR}" "${LOGS}" "${PIDS}" "${STATE_DIR}/etcd"
   chmod 700 "${STATE_DIR}"
-  gen_pki
+  # The host's own address, where pods reach the API server (none: loopback only).
+  local APISERVER_ADVERTISE
+  APISERVER_ADVERTISE="$("${HERE}/node.sh" host-ip 2>/dev/null || echo 127.0.0.1)"
+  gen_pki "${APISERVER_ADVERTISE}"
 
   local ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT
   read -r ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT <<<"$(free_ports 4)"
@@ -380,6 +390,7 @@ ETCD_CLIENT_PORT=${ETCD_CLIENT_PORT}
 ETCD_PEER_PORT=${ETCD_PEER_PORT}
 APISERVER_PORT=${APISERVER_PORT}
 KWOK_PORT=${KWOK_PORT}
+APISERVER_ADVERTISE=${APISERVER_ADVERTISE}
 EOF
   write_kubeconfig "${APISERVER_PORT}"
 

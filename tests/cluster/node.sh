@@ -7,17 +7,24 @@
 #   tests/cluster/node.sh down                stop it and remove everything it left on the host
 #   tests/cluster/node.sh status              state of containerd, kubelet and the node
 #   tests/cluster/node.sh import-image PATH   import an image archive (e.g. target/image/workflow-operator.tar)
+#   tests/cluster/node.sh host-ip             the host's own address, where pods reach the host
 #
 # cluster.sh calls up (when WORKFLOW_REAL_NODE=1), down and status itself. Needs root.
 #
 # The node is named real-node-0, labelled workflow.rxg456.cn/node=real and tainted
 # workflow.rxg456.cn/real-node=true:NoSchedule: a pod lands on it only when it tolerates the taint
-# (and, to be sure to land there, selects the label). Everything lives in <state dir>/node/
+# (and, to be sure to land there, selects the label). A kube-proxy of the same Kubernetes
+# (iptables mode) gives its pods the `kubernetes` Service, which leads to the API server on the
+# host's own address (cluster.sh advertises it), as in any cluster. Everything lives in <state dir>/node/
 # (containerd's root, state and socket, runc's state, the kubelet's root, pod logs, volume
 # plugins, CNI config and IPAM) except what the kernel and the kubelet put elsewhere, all of which
 # `down` removes: the kubepods cgroups (under /sys/fs/cgroup/*/<cgroup root>), the CNI bridge,
 # the pods' network namespaces (/run/netns), the kubelet's symlinks in /var/log/containers and
-# the sysctls the kubelet and the bridge plugin set.
+# the sysctls the kubelet and the bridge plugin set, and kube-proxy's iptables rules.
+#
+# kube-proxy owns the host's KUBE-* chains: one runs per host. The node of a second cluster on
+# the same host runs pods, but without a kube-proxy (and so without in-cluster clients) while
+# another cluster's kube-proxy runs.
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -45,7 +52,7 @@ OPERATOR_IMAGE_ARCHIVE="${REPO_ROOT}/target/image/workflow-operator.tar"
 CNI_BIN_DIR=/usr/lib/cni
 # Set by the kubelet (vm.overcommit_memory, kernel.panic, ...) and the bridge plugin
 # (net.ipv4.ip_forward) for the whole host.
-SYSCTLS=(net/ipv4/ip_forward vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops
+SYSCTLS=(net/ipv4/ip_forward net/ipv4/conf/all/route_localnet vm/overcommit_memory vm/panic_on_oom kernel/panic kernel/panic_on_oops
   kernel/keys/root_maxkeys kernel/keys/root_maxbytes)
 # Directories the kubelet (its device plugin socket), containerd (shim sockets, network
 # namespaces) and libcni (its result cache) use whatever their configuration. `down` removes
@@ -105,6 +112,48 @@ other_kubelet_running() {
   return 1
 }
 
+# Pids of kube-proxies of other clusters on this host.
+other_kube_proxies() {
+  local p
+  for p in $(pgrep -x kube-proxy); do
+    pid_alive "${p}" || continue
+    grep -qF "${NODE_DIR}/kube-proxy/config.yaml" "/proc/${p}/cmdline" 2>/dev/null || echo "${p}"
+  done
+  return 0
+}
+
+# Removes every KUBE-* chain and each rule that jumps to one, in every table of both families:
+# kube-proxy --cleanup leaves the kubelet's KUBE-FIREWALL (it makes it whatever
+# makeIPTablesUtilChains says).
+remove_kube_chains() {
+  local ipt table rule chain
+  for ipt in iptables ip6tables; do
+    command -v "${ipt}" >/dev/null 2>&1 || continue
+    for table in $("${ipt}-save" 2>/dev/null | awk '/^\*/ { print substr($1, 2) }'); do
+      while IFS= read -r rule; do
+        [[ -n "${rule}" ]] || continue
+        # shellcheck disable=SC2086
+        "${ipt}" -t "${table}" -D ${rule#-A } 2>/dev/null || true
+      done < <("${ipt}" -t "${table}" -S 2>/dev/null | grep -E '^-A [A-Z]+ .*-j KUBE-' || true)
+      for chain in $("${ipt}" -t "${table}" -S 2>/dev/null | awk '/^-N KUBE-/ { print $2 }'); do
+        "${ipt}" -t "${table}" -F "${chain}" 2>/dev/null || true
+      done
+      for chain in $("${ipt}" -t "${table}" -S 2>/dev/null | awk '/^-N KUBE-/ { print $2 }'); do
+        "${ipt}" -t "${table}" -X "${chain}" 2>/dev/null || true
+      done
+    done
+  done
+}
+
+# kube-proxy's iptables chains on the host (every family and table).
+kube_proxy_chains() {
+  local save
+  for save in iptables-save ip6tables-save; do
+    command -v "${save}" >/dev/null 2>&1 || continue
+    "${save}" 2>/dev/null | awk '/^:KUBE-/ { print $1 }'
+  done | sed 's/^://' | sort -u
+}
+
 show_log_tail() {
   if [[ -f "${LOGS}/$1.log" ]]; then
     echo "----- last 40 lines of ${LOGS}/$1.log -----" >&2
@@ -116,7 +165,7 @@ show_log_tail() {
 fail_start() {
   echo "node.sh: error: $1" >&2
   local c
-  for c in containerd kubelet; do
+  for c in containerd kubelet kube-proxy; do
     [[ -f "${PIDS}/${c}.pid" ]] && ! is_running "${c}" && echo "node.sh: ${c} is not running" >&2
     show_log_tail "${c}"
   done
@@ -175,7 +224,8 @@ stop() {
 our_processes() {
   local p
   for p in $(grep -slF -e "${CONTAINERD_SOCK}" -e "${NODE_DIR}/containerd/config.toml" \
-      -e "${NODE_DIR}/kubelet/config.yaml" /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
+      -e "${NODE_DIR}/kubelet/config.yaml" -e "${NODE_DIR}/kube-proxy/config.yaml" \
+      /proc/[0-9]*/cmdline 2>/dev/null | cut -d/ -f3); do
     # The grep itself matched its own command line: keep only what still runs.
     pid_alive "${p}" && echo "${p}"
   done
@@ -274,6 +324,8 @@ leftovers() {
   ip link show "${BRIDGE}" >/dev/null 2>&1 && echo "bridge ${BRIDGE}"
   log_symlinks | sed 's/^/symlink /'
   cni_cache_entries | sed 's/^/CNI cache /'
+  other_kubelet_running || [[ -n "$(other_kube_proxies)" ]] \
+    || kube_proxy_chains | sed 's/^/iptables chain /'
   return 0
 }
 
@@ -340,15 +392,22 @@ sign() {
 }
 
 write_pki() {
-  local ip="$1" server
+  local ip="$1"
   mkdir -p "${NODE_DIR}/pki"
   sign kubelet-client "/O=system:nodes/CN=system:node:${NODE_NAME}" \
     "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth)"
   sign kubelet-serving "/O=system:nodes/CN=system:node:${NODE_NAME}" \
     "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=serverAuth "subjectAltName=IP:${ip},DNS:${NODE_NAME}")"
+  write_client_kubeconfig "${NODE_DIR}/kubelet/kubeconfig" "${NODE_NAME}" kubelet-client
+}
+
+# write_client_kubeconfig <path> <user> <certificate name>: a kubeconfig for the cluster's API
+# server with the client certificate <certificate name> that `sign` made.
+write_client_kubeconfig() {
+  local path="$1" user="$2" cert="$3" server
   server="$(sed -n 's/^ *server: //p' "${KUBECONFIG_FILE}")"
   [[ -n "${server}" ]] || die "no server in ${KUBECONFIG_FILE}"
-  cat > "${NODE_DIR}/kubelet/kubeconfig" <<EOF
+  cat > "${path}" <<EOF
 apiVersion: v1
 kind: Config
 clusters:
@@ -357,18 +416,56 @@ clusters:
     server: ${server}
     certificate-authority: ${PKI}/ca.crt
 users:
-- name: ${NODE_NAME}
+- name: ${user}
   user:
-    client-certificate: ${NODE_DIR}/pki/kubelet-client.crt
-    client-key: ${NODE_DIR}/pki/kubelet-client.key
+    client-certificate: ${NODE_DIR}/pki/${cert}.crt
+    client-key: ${NODE_DIR}/pki/${cert}.key
 contexts:
 - name: workflow-local
   context:
     cluster: workflow-local
-    user: ${NODE_NAME}
+    user: ${user}
 current-context: workflow-local
 EOF
-  chmod 600 "${NODE_DIR}/kubelet/kubeconfig"
+  chmod 600 "${path}"
+}
+
+# kube-proxy's identity (system:kube-proxy, bound to system:node-proxier by default) and its
+# configuration: iptables mode; it leaves the host's conntrack limits and timeouts and
+# route_localnet as they are, and serves health and metrics on loopback only.
+write_kube_proxy_config() {
+  local subnet="$1" healthz_port metrics_port
+  mkdir -p "${NODE_DIR}/kube-proxy"
+  sign kube-proxy "/CN=system:kube-proxy" \
+    "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth)"
+  read -r healthz_port metrics_port <<<"$(free_ports 2)"
+  write_client_kubeconfig "${NODE_DIR}/kube-proxy/kubeconfig" kube-proxy kube-proxy
+  cat > "${NODE_DIR}/kube-proxy/config.yaml" <<EOF
+apiVersion: kubeproxy.config.k8s.io/v1alpha1
+kind: KubeProxyConfiguration
+clientConnection:
+  kubeconfig: ${NODE_DIR}/kube-proxy/kubeconfig
+hostnameOverride: ${NODE_NAME}
+mode: iptables
+clusterCIDR: ${subnet}
+healthzBindAddress: 127.0.0.1:${healthz_port}
+metricsBindAddress: 127.0.0.1:${metrics_port}
+iptables:
+  localhostNodePorts: false
+conntrack:
+  maxPerCore: 0
+  min: 0
+  tcpEstablishedTimeout: 0s
+  tcpCloseWaitTimeout: 0s
+EOF
+  echo "KUBE_PROXY_HEALTHZ=127.0.0.1:${healthz_port}" >> "${NODE_ENV}"
+}
+
+# Whether kube-proxy has written the `kubernetes` Service's rules.
+kube_proxy_synced() {
+  local healthz; healthz="$(sed -n 's/^KUBE_PROXY_HEALTHZ=//p' "${NODE_ENV}")"
+  curl -sf --max-time 2 "http://${healthz}/healthz" >/dev/null \
+    && iptables-save -t nat 2>/dev/null | grep -q 'default/kubernetes:https'
 }
 
 write_cni_config() {
@@ -478,12 +575,13 @@ registerWithTaints:
   value: "true"
   effect: NoSchedule
 failSwapOn: false
-# The images cannot be pulled again: never collect them; evict only when the host is nearly full.
+# The images cannot be pulled again: never collect them; evict only when the disk is nearly full
+# (an absolute floor: a share of a large shared disk can be gigabytes still free).
 imageGCHighThresholdPercent: 100
 evictionHard:
   memory.available: 100Mi
-  nodefs.available: 2%
-  imagefs.available: 2%
+  nodefs.available: 512Mi
+  imagefs.available: 512Mi
 serializeImagePulls: false
 EOF
 }
@@ -643,7 +741,30 @@ EOF
   grep -qxF "${NODE_TAINT}" <<<"${taints}" || fail_start "node ${NODE_NAME} lacks the taint ${NODE_TAINT}: ${taints}"
   [[ "$(kc get node "${NODE_NAME}" -o "jsonpath={.metadata.labels.workflow\.rxg456\.cn/node}")" == real ]] \
     || fail_start "node ${NODE_NAME} lacks the label ${NODE_LABEL}"
+  start_kube_proxy "${bin}" "${subnet}"
   log "node ${NODE_NAME} Ready ${ready_ms} ms after the kubelet started; up in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
+}
+
+# start_kube_proxy <bin-dir> <pod subnet>: kube-proxy for the node, unless the API server
+# advertises only loopback (no pod could reach it) or another cluster's kube-proxy owns the
+# host's KUBE-* chains.
+start_kube_proxy() {
+  local bin="$1" subnet="$2" advertise others
+  advertise="$(sed -n 's/^APISERVER_ADVERTISE=//p' "${STATE_DIR}/ports.env" 2>/dev/null)"
+  if [[ -z "${advertise}" || "${advertise}" == 127.0.0.1 ]]; then
+    log "no kube-proxy: the API server listens on loopback only (a cluster started by an older cluster.sh, or a host without a global address); pods here cannot reach it"
+    return 0
+  fi
+  others="$(other_kube_proxies)"
+  if [[ -n "${others}" ]]; then
+    log "no kube-proxy: another cluster's kube-proxy (pid ${others//$'\n'/ }) owns this host's iptables chains; pods here cannot reach the API server"
+    return 0
+  fi
+  [[ -x "${bin}/kube-proxy" ]] || "${HERE}/build.sh" >&2
+  write_kube_proxy_config "${subnet}"
+  log "starting kube-proxy (iptables mode, cluster CIDR ${subnet})"
+  start kube-proxy "${bin}/kube-proxy" --config="${NODE_DIR}/kube-proxy/config.yaml" --v=1
+  wait_until "kube-proxy to sync the kubernetes Service" "${START_TIMEOUT}" kube-proxy kube_proxy_synced
 }
 
 # ------------------------------------------------------------------------------ down
@@ -669,6 +790,14 @@ cmd_down() {
 
   # First, while every pod's processes and veth still tell where its network namespace is.
   local netns; netns="$(pod_netns)"
+  local had_proxy=""
+  [[ -f "${NODE_DIR}/kube-proxy/config.yaml" ]] && had_proxy=1
+  stop kube-proxy
+  # Its rules go with it, unless another cluster's kube-proxy owns them now.
+  if [[ -n "${had_proxy}" && -z "$(other_kube_proxies)" ]]; then
+    local bin; bin="$("${HERE}/build.sh" --print-bin-dir)"
+    "${bin}/kube-proxy" --cleanup >>"${LOGS}/kube-proxy.log" 2>&1 || true
+  fi
   stop kubelet
   # With the API server up, the Node and its pods go too: nothing is scheduled to a node that is
   # gone, and a node started again later does not find the pods of this one. Only now: a kubelet
@@ -714,7 +843,10 @@ cmd_down() {
   done
   ip link delete "${BRIDGE}" 2>/dev/null || true
   for f in $(log_symlinks) $(cni_cache_entries); do rm -f "${f}"; done
-  other_kubelet_running || restore_host_state
+  if ! other_kubelet_running && [[ -z "$(other_kube_proxies)" ]]; then
+    remove_kube_chains
+    restore_host_state
+  fi
 
   local left; left="$(leftovers)"
   for f in ${netns}; do
@@ -727,7 +859,7 @@ cmd_down() {
     exit 1
   fi
   rm -rf --one-file-system "${NODE_DIR}"
-  rm -f "${PIDS}/containerd.pid" "${PIDS}/kubelet.pid"
+  rm -f "${PIDS}/containerd.pid" "${PIDS}/kubelet.pid" "${PIDS}/kube-proxy.pid"
   log "down in $(( ($(date +%s%N) - t0) / 1000000 )) ms; removed ${NODE_DIR}"
 }
 
@@ -739,7 +871,9 @@ cmd_status() {
     echo "  real node                not started (WORKFLOW_REAL_NODE=1 tests/cluster/cluster.sh up starts it)"
     return 0
   fi
-  for c in containerd kubelet; do
+  local daemons=(containerd kubelet)
+  [[ -f "${NODE_DIR}/kube-proxy/config.yaml" ]] && daemons+=(kube-proxy)
+  for c in "${daemons[@]}"; do
     if is_running "${c}"; then
       printf '  %-24s running (pid %s)\n' "${c}" "$(pid_of "${c}")"
     else
@@ -775,5 +909,6 @@ case "${1:-}" in
   down) take_lock; cmd_down ;;
   status) cmd_status ;;
   import-image) take_lock; cmd_import_image "${2:-}" ;;
+  host-ip) host_ip ;;
   *) echo "usage: $0 up|down|status|import-image PATH" >&2; exit 2 ;;
 esac

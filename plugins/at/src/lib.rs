@@ -8,6 +8,7 @@
 //! | `schedule` | yes | when to run, RFC 3339, e.g. `2026-01-30T21:04:00Z` or `2026-01-30T22:04:00+01:00` |
 //! | `command` | yes | run by `/bin/sh -c` in the step's container |
 //! | `image` | no | the container image; the operator's default image when absent |
+//! | `timeoutSeconds` | no | the command is stopped (and fails) when it runs longer |
 //!
 //! ```yaml
 //! spec:
@@ -44,6 +45,10 @@ pub struct AtParams {
     pub command: String,
     /// The container image; the operator's default image when absent.
     pub image: Option<String>,
+    /// Stop the command, and fail, when it runs longer than this many seconds.
+    #[serde(rename = "timeoutSeconds")]
+    #[schemars(rename = "timeoutSeconds", range(min = 1))]
+    pub timeout_seconds: Option<u32>,
 }
 
 impl AtParams {
@@ -82,6 +87,11 @@ impl WorkflowType for At {
         if params.command.trim().is_empty() {
             return Err(Error::new("invalid params at `command`: must not be empty"));
         }
+        if params.timeout_seconds == Some(0) {
+            return Err(Error::new(
+                "invalid params at `timeoutSeconds`: must be at least 1",
+            ));
+        }
         if params.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
             return Err(Error::new(
                 "invalid params at `image`: must not be empty when given",
@@ -99,6 +109,9 @@ impl WorkflowType for At {
         ));
         if let Some(image) = &params.image {
             step = step.image(image.clone());
+        }
+        if let Some(seconds) = params.timeout_seconds {
+            step = step.timeout_secs(seconds);
         }
         Ok(vec![step])
     }
@@ -127,6 +140,7 @@ mod tests {
             schedule: schedule.into(),
             command: "echo QAQ".into(),
             image: None,
+            timeout_seconds: None,
         }
     }
 
@@ -155,6 +169,16 @@ mod tests {
                 .description("run the command at the scheduled time (2016-01-30T21:04:00Z)")
                 .image("busybox")]
         );
+    }
+
+    #[test]
+    fn a_timeout_becomes_the_steps_timeout_and_zero_is_refused() {
+        let mut p = params("2016-01-30T21:04:00Z");
+        p.timeout_seconds = Some(30);
+        let steps = At::template(&ctx(p.clone(), 0)).unwrap_or_default();
+        assert_eq!(steps.first().and_then(|s| s.timeout_seconds), Some(30));
+        p.timeout_seconds = Some(0);
+        assert!(At::validate(&p).is_err_and(|e| e.message().contains("`timeoutSeconds`")));
     }
 
     #[test]

@@ -15,7 +15,7 @@ pub mod step;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::Api;
@@ -84,6 +84,8 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         ..Observed::default()
     };
     let (mut created, mut stopped) = (BTreeSet::new(), BTreeSet::new());
+    // The targets' ConfigMap goes with the first pod: one that exists was made with it.
+    let mut targets_written = !pods.is_empty();
     // A refused pod changes the plan (its step waits, or fails): plan again knowing the
     // refusal until every pod the plan starts exists. Each round adds a refusal of a step
     // whose pod was still to start, so there are at most as many rounds as steps.
@@ -100,7 +102,15 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
             write::delete(&pods_api, pod_name).await?;
             info!(pod = %pod_name, "stopped a step pod past its timeout");
         }
-        match start_pods(ctx, &pods_api, &plan.create, &uid, &mut created).await? {
+        let mut starter = Starter {
+            ctx,
+            workflow,
+            pods_api: &pods_api,
+            uid: &uid,
+            created: &mut created,
+            targets_written: &mut targets_written,
+        };
+        match starter.start(&plan.create).await? {
             Some((step, refusal)) => {
                 observed.refused.insert(step, refusal);
             }
@@ -125,39 +135,65 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         .map_or_else(Action::await_change, Action::requeue))
 }
 
-/// Creates the pods of `starts` not created yet (in `created`), in order, until the API server
-/// refuses one: that step and its refusal are returned.
-async fn start_pods(
-    ctx: &Context,
-    pods_api: &Api<Pod>,
-    starts: &[StepPod],
-    uid: &str,
-    created: &mut BTreeSet<String>,
-) -> Result<Option<(String, PodRefusal)>> {
-    for start in starts {
-        let name = start.pod.name_any();
-        if created.contains(&name) {
-            continue;
+/// Starts step pods, remembering across the plan's rounds what it created.
+struct Starter<'a> {
+    ctx: &'a Context,
+    workflow: &'a Workflow,
+    pods_api: &'a Api<Pod>,
+    uid: &'a str,
+    /// The pods created so far.
+    created: &'a mut BTreeSet<String>,
+    /// Whether the ConfigMap with the Workflow's targets exists.
+    targets_written: &'a mut bool,
+}
+
+impl Starter<'_> {
+    /// Creates the pods of `starts` not created yet, in order (the first after the targets'
+    /// ConfigMap it mounts), until the API server refuses one: that step and its refusal are
+    /// returned.
+    async fn start(&mut self, starts: &[StepPod]) -> Result<Option<(String, PodRefusal)>> {
+        for start in starts {
+            let name = start.pod.name_any();
+            if self.created.contains(&name) {
+                continue;
+            }
+            let created = if *self.targets_written {
+                Ok(())
+            } else {
+                self.write_targets().await
+            };
+            let created = match created {
+                Ok(()) => write::create_controlled(self.pods_api, &start.pod, self.uid).await,
+                Err(e) => Err(e),
+            };
+            match created {
+                Ok(()) => {}
+                Err(Error::Kube(e)) => match PodRefusal::of(&e) {
+                    Some(refusal) => {
+                        warn!(step = %start.step, attempt = start.attempt, message = %refusal.message, "step pod refused");
+                        return Ok(Some((start.step.clone(), refusal)));
+                    }
+                    None => return Err(Error::Kube(e)),
+                },
+                Err(e) => return Err(e),
+            }
+            self.created.insert(name);
+            if let Some(since) = start.ready_since {
+                let waited = Timestamp::now().duration_since(since);
+                self.ctx.metrics.step_started(waited.unsigned_abs());
+            }
+            info!(step = %start.step, attempt = start.attempt, "started step");
         }
-        match write::create_controlled(pods_api, &start.pod, uid).await {
-            Ok(()) => {}
-            Err(Error::Kube(e)) => match PodRefusal::of(&e) {
-                Some(refusal) => {
-                    warn!(step = %start.step, attempt = start.attempt, message = %refusal.message, "step pod refused");
-                    return Ok(Some((start.step.clone(), refusal)));
-                }
-                None => return Err(Error::Kube(e)),
-            },
-            Err(e) => return Err(e),
-        }
-        created.insert(name);
-        if let Some(since) = start.ready_since {
-            let waited = Timestamp::now().duration_since(since);
-            ctx.metrics.step_started(waited.unsigned_abs());
-        }
-        info!(step = %start.step, attempt = start.attempt, "started step");
+        Ok(None)
     }
-    Ok(None)
+
+    async fn write_targets(&mut self) -> Result<()> {
+        let ns = self.workflow.namespace().ok_or(Error::MissingNamespace)?;
+        let maps: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), &ns);
+        write::create_controlled(&maps, &pod::targets_config_map(self.workflow), self.uid).await?;
+        *self.targets_written = true;
+        Ok(())
+    }
 }
 
 /// Pods of running steps that the status records and `pods` does not hold.

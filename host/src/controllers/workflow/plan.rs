@@ -644,6 +644,7 @@ mod tests {
                 cluster_name: "c".into(),
                 paused: false,
                 params: None,
+                pod_template: None,
             },
         );
         wf.metadata.namespace = Some("ns".into());

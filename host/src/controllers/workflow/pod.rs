@@ -12,8 +12,9 @@ use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateTerminated, ContainerStatus, EnvVar, Pod, PodSpec,
-    PodStatus,
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerState,
+    ContainerStateTerminated, ContainerStatus, EnvVar, Pod, PodSecurityContext, PodSpec, PodStatus,
+    SeccompProfile, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
@@ -118,12 +119,62 @@ pub fn pod_labels(workflow: &Workflow, step: &str, attempt: u32) -> BTreeMap<Str
     labels
 }
 
+/// Where a step container finds the Workflow's targets, as the JSON of `WORKFLOW_TARGETS`.
+pub const TARGETS_FILE: &str = "/etc/workflow/targets.json";
+const TARGETS_DIR: &str = "/etc/workflow";
+const TARGETS_KEY: &str = "targets.json";
+const TARGETS_VOLUME: &str = "workflow-targets";
+
+/// Largest target list (as JSON) that also travels in `WORKFLOW_TARGETS`,
+/// `WORKFLOW_TARGET_NAMES` and `WORKFLOW_TARGET_IPS`. The kernel refuses any single
+/// environment string over 128 KiB and all of them together over about 2 MiB; a longer list is
+/// only in the file.
+pub const MAX_TARGETS_IN_ENV: usize = 32 * 1024;
+
+/// The user and group a step runs as when its template names no security context.
+pub const DEFAULT_STEP_USER: i64 = 65534;
+
+/// The name of the ConfigMap holding `workflow`'s targets (mounted at [`TARGETS_FILE`]).
+pub fn targets_config_map_name(workflow: &Workflow) -> String {
+    format!("{}-targets", workflow.name_any())
+}
+
+/// The ConfigMap holding `workflow`'s targets, owned by it (deleted with it).
+pub fn targets_config_map(workflow: &Workflow) -> ConfigMap {
+    ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(targets_config_map_name(workflow)),
+            namespace: workflow.namespace(),
+            labels: Some(BTreeMap::from([(
+                LABEL_WORKFLOW_UID.to_string(),
+                workflow.uid().unwrap_or_default(),
+            )])),
+            owner_references: workflow.controller_owner_ref(&()).map(|r| vec![r]),
+            ..ObjectMeta::default()
+        },
+        data: Some(BTreeMap::from([(
+            TARGETS_KEY.to_string(),
+            targets_json(&workflow.spec.targets),
+        )])),
+        immutable: Some(true),
+        ..ConfigMap::default()
+    }
+}
+
+fn targets_json(targets: &[Target]) -> String {
+    serde_json::to_string(targets).unwrap_or_default()
+}
+
 /// The pod running `attempt` of `step`: `/bin/sh -c <command>` in the step's image, owned by
 /// the Workflow, never restarted by Kubernetes (the plugin decides about retries), stopped by
-/// the kubelet when it runs longer than the step's timeout.
+/// the kubelet when it runs longer than the step's timeout. The Workflow's pod template gives
+/// it what real work needs (service account, Secrets, placement, resources); without a
+/// security context of its own it passes the `restricted` Pod Security Standard.
 pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, default_image: &str) -> Pod {
     let labels = pod_labels(workflow, &step.name, attempt);
+    let template = workflow.spec.pod_template.clone().unwrap_or_default();
     let targets = &workflow.spec.targets;
+    let json = targets_json(targets);
     let join = |f: fn(&Target) -> &str| targets.iter().map(f).collect::<Vec<_>>().join(" ");
     let mut env = vec![
         env_var(
@@ -139,14 +190,67 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, default_image: 
         env_var("WORKFLOW_STEP", &step.name),
         env_var("WORKFLOW_ATTEMPT", &attempt.to_string()),
         env_var("WORKFLOW_CLUSTER_NAME", &workflow.spec.cluster_name),
-        env_var(
-            "WORKFLOW_TARGETS",
-            &serde_json::to_string(targets).unwrap_or_default(),
-        ),
-        env_var("WORKFLOW_TARGET_NAMES", &join(|t| &t.name)),
-        env_var("WORKFLOW_TARGET_IPS", &join(|t| &t.ip)),
+        env_var("WORKFLOW_TARGET_COUNT", &targets.len().to_string()),
+        env_var("WORKFLOW_TARGETS_FILE", TARGETS_FILE),
     ];
-    env.extend(step.env.iter().map(|e| env_var(&e.name, &e.value)));
+    if json.len() <= MAX_TARGETS_IN_ENV {
+        env.extend([
+            env_var("WORKFLOW_TARGETS", &json),
+            env_var("WORKFLOW_TARGET_NAMES", &join(|t| &t.name)),
+            env_var("WORKFLOW_TARGET_IPS", &join(|t| &t.ip)),
+        ]);
+    }
+    // The operator's variables are not the template's or the plugin's to change.
+    let ours = |name: &str| env.iter().any(|e| e.name == name);
+    let theirs: Vec<EnvVar> = template
+        .env
+        .iter()
+        .filter(|e| !ours(&e.name))
+        .cloned()
+        .chain(
+            step.env
+                .iter()
+                .filter(|e| !ours(&e.name))
+                .map(|e| env_var(&e.name, &e.value)),
+        )
+        .collect();
+    env.extend(theirs);
+
+    let mut volumes = vec![Volume {
+        name: TARGETS_VOLUME.into(),
+        config_map: Some(ConfigMapVolumeSource {
+            name: targets_config_map_name(workflow),
+            optional: Some(false),
+            ..ConfigMapVolumeSource::default()
+        }),
+        ..Volume::default()
+    }];
+    volumes.extend(
+        template
+            .volumes
+            .iter()
+            .filter(|v| v.name != TARGETS_VOLUME)
+            .map(|v| Volume {
+                name: v.name.clone(),
+                secret: v.secret.clone(),
+                config_map: v.config_map.clone(),
+                empty_dir: v.empty_dir.clone(),
+                ..Volume::default()
+            }),
+    );
+    let mut mounts = vec![VolumeMount {
+        name: TARGETS_VOLUME.into(),
+        mount_path: TARGETS_DIR.into(),
+        read_only: Some(true),
+        ..VolumeMount::default()
+    }];
+    mounts.extend(
+        template
+            .volume_mounts
+            .iter()
+            .filter(|m| m.mount_path != TARGETS_DIR)
+            .cloned(),
+    );
 
     Pod {
         metadata: ObjectMeta {
@@ -158,19 +262,71 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, default_image: 
         },
         spec: Some(PodSpec {
             restart_policy: Some("Never".into()),
-            automount_service_account_token: Some(false),
+            // A service account's token only where the template asks for one.
+            automount_service_account_token: Some(template.service_account_name.is_some()),
+            service_account_name: template.service_account_name,
             active_deadline_seconds: step.timeout_seconds.map(i64::from),
+            node_selector: (!template.node_selector.is_empty()).then_some(template.node_selector),
+            affinity: template.affinity,
+            tolerations: (!template.tolerations.is_empty()).then_some(template.tolerations),
+            image_pull_secrets: (!template.image_pull_secrets.is_empty())
+                .then_some(template.image_pull_secrets),
+            priority_class_name: template.priority_class_name,
+            security_context: Some(
+                template
+                    .security_context
+                    .unwrap_or_else(restricted_pod_security),
+            ),
+            volumes: Some(volumes),
             containers: vec![Container {
                 name: CONTAINER.into(),
                 image: Some(step.image.clone().unwrap_or_else(|| default_image.into())),
                 command: Some(vec!["/bin/sh".into(), "-c".into(), step.command.clone()]),
                 env: Some(env),
+                env_from: (!template.env_from.is_empty()).then_some(template.env_from),
+                volume_mounts: Some(mounts),
+                resources: template.resources,
+                security_context: Some(
+                    template
+                        .container_security_context
+                        .unwrap_or_else(restricted_container_security),
+                ),
                 termination_message_policy: Some("FallbackToLogsOnError".into()),
                 ..Container::default()
             }],
             ..PodSpec::default()
         }),
         status: None,
+    }
+}
+
+/// The pod half of the `restricted` Pod Security Standard: a numeric non-root user, the
+/// runtime's default seccomp profile; volumes owned by the user's group.
+fn restricted_pod_security() -> PodSecurityContext {
+    PodSecurityContext {
+        run_as_non_root: Some(true),
+        run_as_user: Some(DEFAULT_STEP_USER),
+        run_as_group: Some(DEFAULT_STEP_USER),
+        // Volumes (a Secret's key files) belong to this group: `defaultMode: 0440` keeps them
+        // from other users and readable by the step.
+        fs_group: Some(DEFAULT_STEP_USER),
+        seccomp_profile: Some(SeccompProfile {
+            type_: "RuntimeDefault".into(),
+            ..SeccompProfile::default()
+        }),
+        ..PodSecurityContext::default()
+    }
+}
+
+/// The container half: no privilege escalation, every capability dropped.
+fn restricted_container_security() -> SecurityContext {
+    SecurityContext {
+        allow_privilege_escalation: Some(false),
+        capabilities: Some(Capabilities {
+            drop: Some(vec!["ALL".into()]),
+            ..Capabilities::default()
+        }),
+        ..SecurityContext::default()
     }
 }
 
@@ -439,6 +595,191 @@ mod tests {
         );
         assert_eq!(pod.labels()[LABEL_ATTEMPT], "2");
         assert_eq!(pod.labels()[LABEL_STEP], "check-network");
+    }
+
+    fn env_of(pod: &Pod) -> BTreeMap<String, Option<String>> {
+        pod.spec.as_ref().unwrap().containers[0]
+            .env
+            .iter()
+            .flatten()
+            .map(|e| (e.name.clone(), e.value.clone()))
+            .collect()
+    }
+
+    #[test]
+    fn without_a_template_a_step_pod_passes_the_restricted_pod_security_standard() {
+        let wf = workflow();
+        let pod = build_pod(&wf, &wf.spec.steps[0], 1, "busybox:1.36");
+        let spec = pod.spec.as_ref().unwrap();
+        let security = spec.security_context.as_ref().unwrap();
+        assert_eq!(security.run_as_non_root, Some(true));
+        assert!(security.run_as_user.is_some_and(|u| u > 0));
+        assert_eq!(security.fs_group, security.run_as_group);
+        assert_eq!(
+            security.seccomp_profile.as_ref().map(|p| p.type_.as_str()),
+            Some("RuntimeDefault")
+        );
+        let container = spec.containers[0].security_context.as_ref().unwrap();
+        assert_eq!(container.allow_privilege_escalation, Some(false));
+        assert_eq!(
+            container.capabilities.as_ref().and_then(|c| c.drop.clone()),
+            Some(vec!["ALL".to_string()])
+        );
+        assert_eq!(container.privileged, None);
+        assert_eq!(spec.automount_service_account_token, Some(false));
+        assert_eq!(spec.service_account_name, None);
+    }
+
+    #[test]
+    fn a_step_pod_gets_what_its_template_gives() {
+        let mut wf = workflow();
+        wf.spec.pod_template = Some(
+            serde_json::from_value(serde_json::json!({
+                "serviceAccountName": "node-ops",
+                "env": [
+                    {"name": "SSH_KEY", "valueFrom": {"secretKeyRef": {"name": "ssh", "key": "id"}}},
+                    {"name": "WORKFLOW_STEP", "value": "not yours"}
+                ],
+                "envFrom": [{"configMapRef": {"name": "settings"}}],
+                "volumes": [{"name": "ssh", "secret": {"secretName": "ssh", "defaultMode": 256}}],
+                "volumeMounts": [{"name": "ssh", "mountPath": "/ssh", "readOnly": true}],
+                "nodeSelector": {"workflow.rxg456.cn/node": "real"},
+                "tolerations": [{"key": "workflow.rxg456.cn/real-node", "operator": "Exists"}],
+                "resources": {"limits": {"memory": "64Mi"}},
+                "imagePullSecrets": [{"name": "registry"}],
+                "containerSecurityContext": {"privileged": true},
+                "priorityClassName": "node-ops"
+            }))
+            .unwrap(),
+        );
+        let pod = build_pod(&wf, &wf.spec.steps[0], 1, "busybox:1.36");
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.service_account_name.as_deref(), Some("node-ops"));
+        assert_eq!(spec.automount_service_account_token, Some(true));
+        assert_eq!(
+            spec.node_selector.as_ref().unwrap()["workflow.rxg456.cn/node"],
+            "real"
+        );
+        assert_eq!(spec.tolerations.as_ref().unwrap().len(), 1);
+        assert_eq!(
+            spec.image_pull_secrets.as_ref().unwrap()[0].name,
+            "registry"
+        );
+        assert_eq!(spec.priority_class_name.as_deref(), Some("node-ops"));
+        let volumes = spec.volumes.as_ref().unwrap();
+        let ssh = volumes.iter().find(|v| v.name == "ssh").unwrap();
+        assert_eq!(ssh.secret.as_ref().unwrap().default_mode, Some(256));
+        let container = &spec.containers[0];
+        let secret_env = container.env.iter().flatten().find(|e| e.name == "SSH_KEY");
+        let secret_ref = secret_env
+            .and_then(|e| e.value_from.as_ref())
+            .and_then(|v| v.secret_key_ref.as_ref())
+            .unwrap();
+        assert_eq!(
+            (secret_ref.name.as_str(), secret_ref.key.as_str()),
+            ("ssh", "id")
+        );
+        // The operator's variables stay the operator's.
+        assert_eq!(
+            env_of(&pod)["WORKFLOW_STEP"].as_deref(),
+            Some("validate-nodes")
+        );
+        assert_eq!(
+            container
+                .env
+                .iter()
+                .flatten()
+                .filter(|e| e.name == "WORKFLOW_STEP")
+                .count(),
+            1
+        );
+        assert_eq!(container.env_from.as_ref().unwrap().len(), 1);
+        assert!(
+            container
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| m.mount_path == "/ssh")
+        );
+        assert_eq!(
+            container
+                .resources
+                .as_ref()
+                .unwrap()
+                .limits
+                .as_ref()
+                .unwrap()["memory"]
+                .0,
+            "64Mi"
+        );
+        // The template's security context replaces the restricted default.
+        assert_eq!(
+            container.security_context.as_ref().unwrap().privileged,
+            Some(true)
+        );
+        assert_eq!(
+            container.security_context.as_ref().unwrap().capabilities,
+            None
+        );
+    }
+
+    #[test]
+    fn targets_of_any_allowed_count_reach_the_step_as_a_file_and_small_lists_also_as_env() {
+        let mut wf = workflow();
+        wf.spec.targets = vec![Target {
+            name: "node-1".into(),
+            ip: "192.168.1.101".into(),
+            role: "Master".into(),
+        }];
+        let small = build_pod(&wf, &wf.spec.steps[0], 1, "busybox");
+        let env = env_of(&small);
+        assert_eq!(env["WORKFLOW_TARGET_NAMES"].as_deref(), Some("node-1"));
+        assert_eq!(env["WORKFLOW_TARGET_COUNT"].as_deref(), Some("1"));
+        assert_eq!(env["WORKFLOW_TARGETS_FILE"].as_deref(), Some(TARGETS_FILE));
+
+        wf.spec.targets = (0..5000)
+            .map(|i| Target {
+                name: format!("node-with-a-rather-long-name-{i:05}"),
+                ip: format!("10.{}.{}.{}", i / 65536, (i / 256) % 256, i % 256),
+                role: "Worker".into(),
+            })
+            .collect();
+        let large = build_pod(&wf, &wf.spec.steps[0], 1, "busybox");
+        let env = env_of(&large);
+        assert_eq!(env["WORKFLOW_TARGET_COUNT"].as_deref(), Some("5000"));
+        assert!(!env.contains_key("WORKFLOW_TARGETS"));
+        // No environment string comes near the kernel's 128 KiB a string, nor all of them
+        // near its 2 MiB.
+        let sizes: Vec<usize> = env
+            .iter()
+            .map(|(k, v)| k.len() + v.as_ref().map_or(0, String::len) + 2)
+            .collect();
+        assert!(sizes.iter().all(|&s| s < 128 * 1024));
+        assert!(sizes.iter().sum::<usize>() < 256 * 1024);
+        // The file has every target, from a ConfigMap the Workflow owns.
+        let map = targets_config_map(&wf);
+        let listed: Vec<Target> =
+            serde_json::from_str(&map.data.as_ref().unwrap()[TARGETS_KEY]).unwrap();
+        assert_eq!(listed, wf.spec.targets);
+        assert!(write::controlled_by(&map, "uid-1"));
+        let spec = large.spec.as_ref().unwrap();
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == TARGETS_VOLUME)
+            .unwrap();
+        assert_eq!(
+            volume.config_map.as_ref().map(|c| c.name.clone()),
+            map.metadata.name
+        );
+        assert!(
+            spec.containers[0]
+                .volume_mounts
+                .iter()
+                .flatten()
+                .any(|m| TARGETS_FILE.starts_with(&m.mount_path) && m.name == TARGETS_VOLUME)
+        );
     }
 
     #[test]
