@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Builds the operator's container image without a container engine:
+# Builds the operator's container image, and the step image its steps run in, without a
+# container engine:
 #   1. a statically linked release binary for x86_64-unknown-linux-musl, in a cargo target
 #      directory of its own (WORKFLOW_MUSL_TARGET_DIR, default
 #      ${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator/cargo-target-musl), so it never waits
@@ -12,8 +13,13 @@
 #   workflow-operator.tar      docker-archive with the repo tag IMAGE: `ctr images import`,
 #                              `kind load image-archive`, `docker load`, `skopeo copy docker-archive:`
 #   workflow-operator.oci.tar  oci-archive of the same image
+#   workflow-step.tar          docker-archive of the step image STEP_IMAGE (default
+#                              workflow-step:<IMAGE's tag>), and workflow-step.oci.tar
 # The image: entrypoint /usr/local/bin/workflow-operator, default arguments `run`,
 # user 65532:65532 (nonroot), no shell. See scripts/image-rootfs.sh to unpack it.
+# The step image: Debian's busybox-static (a shell and the usual commands, as busybox:1.36
+# has) and /usr/local/bin/workflow-runner, the static program that runs a step's command on
+# its targets over SSH (runner/); no entrypoint: a step's command is run by `/bin/sh -c`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -40,6 +46,7 @@ command -v umoci >/dev/null 2>&1 || need+=(umoci)
 command -v skopeo >/dev/null 2>&1 || need+=(skopeo)
 command -v musl-gcc >/dev/null 2>&1 || need+=(musl-tools)
 command -v file >/dev/null 2>&1 || need+=(file)
+[ -x /bin/busybox ] || need+=(busybox-static)
 if [ "${#need[@]}" -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     log "installing ${need[*]}"
@@ -60,18 +67,26 @@ export CC_x86_64_unknown_linux_musl="${CC_x86_64_unknown_linux_musl:-musl-gcc}"
 log "cargo build --release --target $TARGET (target dir $MUSL_TARGET_DIR)"
 start=$(date +%s)
 CARGO_TARGET_DIR="$MUSL_TARGET_DIR" "${CARGO:-cargo}" build --release \
-  -p workflow-operator --bin "$BIN_NAME" --target "$TARGET"
-log "binary built in $(( $(date +%s) - start )) s"
+  -p workflow-operator --bin "$BIN_NAME" -p workflow-runner --bin workflow-runner --target "$TARGET"
+log "binaries built in $(( $(date +%s) - start )) s"
 bin="$MUSL_TARGET_DIR/$TARGET/release/$BIN_NAME"
+runner="$MUSL_TARGET_DIR/$TARGET/release/workflow-runner"
 
-desc="$(file -b "$bin")"
-case "$desc" in
-  *"statically linked"* | *"static-pie linked"*) ;;
-  *) die "$bin is not statically linked: $desc" ;;
-esac
-if ldd "$bin" >/dev/null 2>&1 && ! ldd "$bin" 2>&1 | grep -q 'statically linked'; then
-  die "$bin has dynamic dependencies: $(ldd "$bin" 2>&1)"
-fi
+static() {
+  local desc
+  desc="$(file -b "$1")"
+  case "$desc" in
+    *"statically linked"* | *"static-pie linked"*) ;;
+    *) die "$1 is not statically linked: $desc" ;;
+  esac
+  if ldd "$1" >/dev/null 2>&1 && ! ldd "$1" 2>&1 | grep -q 'statically linked'; then
+    die "$1 has dynamic dependencies: $(ldd "$1" 2>&1)"
+  fi
+  echo "$desc"
+}
+desc="$(static "$bin")"
+static "$runner" >/dev/null
+static /bin/busybox >/dev/null
 
 # --- image -------------------------------------------------------------------------------
 # Timestamps come from the last commit, so the same binary gives the same image digest.
@@ -132,6 +147,50 @@ chmod -R a+rX "$layout"
 skopeo copy --quiet "oci:$layout:$tag" "docker-archive:$OUT/$BIN_NAME.tar:$name:$tag"
 skopeo copy --quiet "oci:$layout:$tag" "oci-archive:$OUT/$BIN_NAME.oci.tar:$name:$tag"
 
+# --- step image -------------------------------------------------------------------------
+STEP_IMAGE="${STEP_IMAGE:-workflow-step:$tag}"
+step_name="${STEP_IMAGE%:*}"
+step_tag="${STEP_IMAGE##*:}"
+if [ "$step_name" = "$STEP_IMAGE" ]; then step_name="$STEP_IMAGE"; step_tag=latest; fi
+steproot="$work/steproot"
+mkdir -p "$steproot/bin" "$steproot/usr/local/bin" "$steproot/etc" "$steproot/tmp" "$steproot/home"
+install -m 0755 /bin/busybox "$steproot/bin/busybox"
+while read -r applet; do
+  [ -n "$applet" ] && [ "$applet" != bin/busybox ] || continue
+  mkdir -p "$steproot/$(dirname "$applet")"
+  ln -sf /bin/busybox "$steproot/$applet"
+done < <(/bin/busybox --list-full)
+install -m 0755 "$runner" "$steproot/usr/local/bin/workflow-runner"
+printf '%s\n' 'root:x:0:0:root:/root:/bin/sh' 'nobody:x:65534:65534:nobody:/home:/bin/false' \
+  > "$steproot/etc/passwd"
+printf '%s\n' 'root:x:0:' 'nogroup:x:65534:' > "$steproot/etc/group"
+chmod 0644 "$steproot/etc/passwd" "$steproot/etc/group"
+chmod 1777 "$steproot/tmp"
+step_layer="$work/step-layer.tar"
+tar -cf "$step_layer" --sort=name --format=posix \
+  --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
+  --mtime="@$epoch" --numeric-owner --owner=0 --group=0 -C "$steproot" .
+step_layout="$OUT/step-oci"
+rm -rf "$step_layout" "$OUT/workflow-step.tar" "$OUT/workflow-step.oci.tar"
+umoci init --layout "$step_layout"
+umoci new --image "$step_layout:$step_tag"
+umoci raw add-layer --image "$step_layout:$step_tag" \
+  --history.created "$created" --history.created_by "scripts/build-image.sh" \
+  --history.comment "busybox-static and workflow-runner $version" "$step_layer"
+umoci config --image "$step_layout:$step_tag" --no-history \
+  --created "$created" --author "workflow-operator" --os linux --architecture amd64 \
+  --config.workingdir / --config.cmd sh \
+  --config.env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+  --config.label "org.opencontainers.image.title=workflow-step" \
+  --config.label "org.opencontainers.image.version=$version" \
+  --config.label "org.opencontainers.image.revision=$revision" \
+  --config.label "org.opencontainers.image.licenses=Apache-2.0" \
+  --config.label "org.opencontainers.image.created=$created"
+umoci gc --layout "$step_layout"
+chmod -R a+rX "$step_layout"
+skopeo copy --quiet "oci:$step_layout:$step_tag" "docker-archive:$OUT/workflow-step.tar:$step_name:$step_tag"
+skopeo copy --quiet "oci:$step_layout:$step_tag" "oci-archive:$OUT/workflow-step.oci.tar:$step_name:$step_tag"
+
 digest="$(skopeo inspect --raw "oci:$layout:$tag" | sha256sum | cut -d' ' -f1)"
 log "image $name:$tag (manifest sha256:$digest)"
 log "  binary         $(du -h "$bin" | cut -f1)  $desc"
@@ -139,3 +198,6 @@ log "  OCI layout     $(du -sh "$layout" | cut -f1)  $layout (tag $tag)"
 log "  docker-archive $(du -h "$OUT/$BIN_NAME.tar" | cut -f1)  $OUT/$BIN_NAME.tar"
 log "  oci-archive    $(du -h "$OUT/$BIN_NAME.oci.tar" | cut -f1)  $OUT/$BIN_NAME.oci.tar"
 log "  entrypoint $ENTRYPOINT, default args [run], user $USER_ID:$USER_ID"
+log "step image $step_name:$step_tag"
+log "  workflow-runner $(du -h "$runner" | cut -f1), busybox $(du -h /bin/busybox | cut -f1)"
+log "  docker-archive $(du -h "$OUT/workflow-step.tar" | cut -f1)  $OUT/workflow-step.tar"

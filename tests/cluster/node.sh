@@ -49,6 +49,7 @@ NODE_TAINT="${NODE_TAINT_KEY}=true:NoSchedule"
 export BUSYBOX_IMAGE="busybox:1.36"
 export PAUSE_IMAGE="localhost/workflow-pause:1.0"
 OPERATOR_IMAGE_ARCHIVE="${REPO_ROOT}/target/image/workflow-operator.tar"
+STEP_IMAGE_ARCHIVE="${REPO_ROOT}/target/image/workflow-step.tar"
 CNI_BIN_DIR=/usr/lib/cni
 # Set by the kubelet (vm.overcommit_memory, kernel.panic, ...) and the bridge plugin
 # (net.ipv4.ip_forward) for the whole host.
@@ -720,6 +721,7 @@ EOF
   import_archive "${IMAGES_DIR}/pause.tar"
   import_archive "${IMAGES_DIR}/busybox.tar"
   if [[ -f "${OPERATOR_IMAGE_ARCHIVE}" ]]; then import_archive "${OPERATOR_IMAGE_ARCHIVE}"; fi
+  if [[ -f "${STEP_IMAGE_ARCHIVE}" ]]; then import_archive "${STEP_IMAGE_ARCHIVE}"; fi
 
   log "starting kubelet ${NODE_NAME} on ${ip}:${port} (pods ${subnet} on bridge ${BRIDGE})"
   local k0; k0=$(date +%s%N)

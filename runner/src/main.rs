@@ -1,0 +1,280 @@
+//! `workflow-runner`: runs a step's command on each of its Workflow's targets over SSH.
+//!
+//! A step whose command is `workflow-runner -- <command>` (or `workflow-runner` with the command
+//! in `WORKFLOW_SSH_COMMAND`) logs in to every target in `/etc/workflow/targets.json` (the file
+//! the operator mounts into every step pod), a bounded number at a time, runs the command there
+//! with `/bin/sh -c`, and reports per target: the log (`kubectl logs`) gets each target's output
+//! line by line, prefixed with its name; the termination message gets one line per target in
+//! the check-output convention the plugins' success logic reads (`OK node-1 (0.21 s)`,
+//! `FAIL node-2: exit code 3 after 1.20 s: <last line>`, `UNREACHABLE node-3: <why>`).
+//!
+//! Credentials come from files, never from arguments or the environment: the private key of a
+//! `kubernetes.io/ssh-auth` Secret (`ssh-privatekey`) and a `known_hosts` file, both mounted at
+//! `/etc/workflow/ssh/` by the group's pod template.
+//!
+//! Exit code: 0 when the command succeeded on every target, 1 when it failed on or could not
+//! reach some (the message names them), 2 when the runner could not run at all (no key, no
+//! targets file, bad arguments).
+
+mod output;
+mod report;
+mod ssh;
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Parser;
+use futures::StreamExt as _;
+use workflow_model::Target;
+
+use crate::output::Log;
+use crate::report::{Counts, TargetResult};
+use crate::ssh::{HostKeyPolicy, Session};
+
+/// Runs a command on each of the Workflow's targets over SSH and reports per target.
+#[derive(Debug, Parser)]
+#[command(name = "workflow-runner", version)]
+struct Args {
+    /// The targets, as the operator writes them: a JSON list of `{name, ip, role}`.
+    #[arg(
+        long,
+        env = "WORKFLOW_TARGETS_FILE",
+        default_value = "/etc/workflow/targets.json"
+    )]
+    targets_file: PathBuf,
+    /// Only the targets of these roles (comma-separated); all when empty.
+    #[arg(
+        long,
+        env = "WORKFLOW_SSH_ROLES",
+        value_delimiter = ',',
+        default_value = ""
+    )]
+    roles: Vec<String>,
+    /// The user to log in as.
+    #[arg(long, env = "WORKFLOW_SSH_USER", default_value = "root")]
+    user: String,
+    /// The targets' SSH port.
+    #[arg(long, env = "WORKFLOW_SSH_PORT", default_value_t = 22)]
+    port: u16,
+    /// The private key (OpenSSH or PEM format, not encrypted).
+    #[arg(
+        long,
+        env = "WORKFLOW_SSH_KEY",
+        default_value = "/etc/workflow/ssh/ssh-privatekey"
+    )]
+    key: PathBuf,
+    /// The known hosts: a target's host key must be listed for its address or its name.
+    #[arg(
+        long,
+        env = "WORKFLOW_SSH_KNOWN_HOSTS",
+        default_value = "/etc/workflow/ssh/known_hosts"
+    )]
+    known_hosts: PathBuf,
+    /// `known-hosts` (the default) or `accept-any`: trust any host key (no protection from a
+    /// machine in the middle; for hosts whose keys are not known yet).
+    #[arg(
+        long,
+        env = "WORKFLOW_SSH_HOST_KEY_POLICY",
+        default_value = "known-hosts"
+    )]
+    host_key_policy: String,
+    /// How many targets are worked on at once.
+    #[arg(long, env = "WORKFLOW_SSH_PARALLEL", default_value_t = 16)]
+    parallel: usize,
+    /// Seconds to connect, check the host key and log in, per target.
+    #[arg(long, env = "WORKFLOW_SSH_CONNECT_TIMEOUT", default_value_t = 10)]
+    connect_timeout: u64,
+    /// Seconds the command may run on a target.
+    #[arg(long, env = "WORKFLOW_SSH_COMMAND_TIMEOUT", default_value_t = 300)]
+    command_timeout: u64,
+    /// Bytes of one target's output copied to the log; the rest is counted.
+    #[arg(long, env = "WORKFLOW_SSH_LOG_LIMIT", default_value_t = 64 * 1024)]
+    log_limit: usize,
+    /// Where the per-target report goes (the container's termination message); empty: nowhere.
+    #[arg(
+        long,
+        env = "WORKFLOW_TERMINATION_LOG",
+        default_value = "/dev/termination-log"
+    )]
+    termination_log: PathBuf,
+    /// The command, run by `/bin/sh -c` on each target (or `WORKFLOW_SSH_COMMAND`).
+    #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+    command: Vec<String>,
+}
+
+/// Why the runner could not run at all.
+#[derive(Debug, thiserror::Error)]
+enum Error {
+    /// No targets file, or not the operator's format.
+    #[error("read the targets from {path}: {reason}")]
+    Targets { path: PathBuf, reason: String },
+    /// No usable private key.
+    #[error(
+        "no usable SSH key at {path}: {reason} (mount a kubernetes.io/ssh-auth Secret at \
+         /etc/workflow/ssh with the group's spec.podTemplate)"
+    )]
+    Key { path: PathBuf, reason: String },
+    /// The known hosts file is missing while the policy needs it.
+    #[error(
+        "no known_hosts file at {0} (add a known_hosts key to the SSH Secret, or set \
+         WORKFLOW_SSH_HOST_KEY_POLICY=accept-any to trust any host key)"
+    )]
+    KnownHosts(PathBuf),
+    /// Arguments that make no sense.
+    #[error("{0}")]
+    Usage(String),
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => return refuse(&args, &Error::Usage(format!("start the runtime: {error}"))),
+    };
+    match prepare(&args) {
+        Ok((session, targets)) => runtime.block_on(run(&args, session, targets)),
+        Err(error) => refuse(&args, &error),
+    }
+}
+
+/// The session settings and the targets to work on, or why there are none.
+fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
+    let command = match (
+        args.command.as_slice(),
+        std::env::var("WORKFLOW_SSH_COMMAND"),
+    ) {
+        ([], Ok(command)) if !command.trim().is_empty() => command,
+        ([], _) => {
+            return Err(Error::Usage(
+                "no command: give it after `--` or in WORKFLOW_SSH_COMMAND".into(),
+            ));
+        }
+        (words, _) => words.join(" "),
+    };
+    if args.parallel == 0 || args.connect_timeout == 0 || args.command_timeout == 0 {
+        return Err(Error::Usage(
+            "--parallel, --connect-timeout and --command-timeout must be at least 1".into(),
+        ));
+    }
+    let host_keys = match args.host_key_policy.as_str() {
+        "known-hosts" => {
+            if !args.known_hosts.is_file() {
+                return Err(Error::KnownHosts(args.known_hosts.clone()));
+            }
+            HostKeyPolicy::KnownHosts(args.known_hosts.clone())
+        }
+        "accept-any" => HostKeyPolicy::AcceptAny,
+        other => {
+            return Err(Error::Usage(format!(
+                "host key policy {other:?}: use known-hosts or accept-any"
+            )));
+        }
+    };
+    let key = russh::keys::load_secret_key(&args.key, None).map_err(|e| Error::Key {
+        path: args.key.clone(),
+        reason: match e {
+            russh::keys::Error::KeyIsEncrypted => {
+                "the key is encrypted (give it without a passphrase)".into()
+            }
+            other => other.to_string(),
+        },
+    })?;
+    let targets = read_targets(args)?;
+    let session = Session {
+        user: args.user.clone(),
+        port: args.port,
+        key: Arc::new(key),
+        host_keys,
+        connect_timeout: Duration::from_secs(args.connect_timeout),
+        command_timeout: Duration::from_secs(args.command_timeout),
+        command,
+    };
+    Ok((session, targets))
+}
+
+fn read_targets(args: &Args) -> Result<Vec<Target>, Error> {
+    let failed = |reason: String| Error::Targets {
+        path: args.targets_file.clone(),
+        reason,
+    };
+    let text = std::fs::read_to_string(&args.targets_file).map_err(|e| failed(e.to_string()))?;
+    let targets: Vec<Target> = serde_json::from_str(&text).map_err(|e| failed(e.to_string()))?;
+    let roles: Vec<&str> = args
+        .roles
+        .iter()
+        .map(|r| r.trim())
+        .filter(|r| !r.is_empty())
+        .collect();
+    let chosen: Vec<Target> = targets
+        .into_iter()
+        .filter(|t| roles.is_empty() || roles.iter().any(|r| r.eq_ignore_ascii_case(&t.role)))
+        .collect();
+    if chosen.is_empty() {
+        return Err(failed(if roles.is_empty() {
+            "no targets".into()
+        } else {
+            format!("no target has a role of {}", roles.join(", "))
+        }));
+    }
+    Ok(chosen)
+}
+
+async fn run(args: &Args, session: Session, targets: Vec<Target>) -> ExitCode {
+    let log = Log {
+        limit: args.log_limit,
+    };
+    let session = &session;
+    let mut results: Vec<TargetResult> = futures::stream::iter(targets.iter())
+        .map(|target| async move {
+            let result = ssh::run_on(session, target, &log).await;
+            log.say(&target.name, &result.line());
+            result
+        })
+        .buffer_unordered(args.parallel)
+        .collect()
+        .await;
+    // The report in the order of the group's targets, whatever order they finished in.
+    let order: std::collections::HashMap<&str, usize> = targets
+        .iter()
+        .enumerate()
+        .map(|(i, t)| (t.name.as_str(), i))
+        .collect();
+    results.sort_by_key(|r| order.get(r.name.as_str()).copied().unwrap_or(usize::MAX));
+    let message = report::message(&results);
+    print!("{message}");
+    write_termination_log(args, &message);
+    let counts = Counts::of(&results);
+    if counts.ok == counts.total() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    }
+}
+
+/// Says why the runner could not run, where the step's status will show it.
+fn refuse(args: &Args, error: &Error) -> ExitCode {
+    let message = format!("workflow-runner: {error}\n");
+    eprint!("{message}");
+    write_termination_log(args, &message);
+    ExitCode::from(2)
+}
+
+fn write_termination_log(args: &Args, message: &str) {
+    if args.termination_log.as_os_str().is_empty() {
+        return;
+    }
+    // Outside a container there is no termination log: the report is on stdout already.
+    if let Err(error) = std::fs::write(&args.termination_log, message)
+        && args.termination_log != std::path::Path::new("/dev/termination-log")
+    {
+        eprintln!(
+            "workflow-runner: write the report to {}: {error}",
+            args.termination_log.display()
+        );
+    }
+}

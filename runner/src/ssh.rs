@@ -1,0 +1,324 @@
+//! One target: connect, check its host key, log in with the key, run the command, collect.
+//!
+//! Every stage is bounded: the connection, the host key check and the login together by the
+//! connect timeout (a stalled handshake or a flood of banner lines ends there), the command by
+//! the command timeout, and the output kept in memory by [`Tail`] whatever the target sends.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use russh::client::{self, AuthResult, Handle};
+use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
+use russh::{ChannelMsg, Disconnect};
+use workflow_model::Target;
+
+use crate::output::{Lines, Log, Tail};
+use crate::report::{Outcome, TargetResult};
+
+/// How the runner decides whether a target's host key is the target's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostKeyPolicy {
+    /// The key must be listed for the target's address (or name) in this `known_hosts` file.
+    KnownHosts(PathBuf),
+    /// Any key is accepted: the connection is encrypted but not authenticated. Only when the
+    /// group asks for it by name.
+    AcceptAny,
+}
+
+/// What every target's session shares.
+#[derive(Debug, Clone)]
+pub struct Session {
+    pub user: String,
+    pub port: u16,
+    pub key: Arc<PrivateKey>,
+    pub host_keys: HostKeyPolicy,
+    pub connect_timeout: Duration,
+    pub command_timeout: Duration,
+    /// The command, run by `/bin/sh -c` on the target.
+    pub command: String,
+}
+
+/// Runs the session's command on `target`; never fails: every error is the target's outcome.
+pub async fn run_on(session: &Session, target: &Target, log: &Log) -> TargetResult {
+    let start = Instant::now();
+    let address = match target.ip.trim().parse::<IpAddr>() {
+        Ok(ip) => SocketAddr::new(ip, session.port),
+        Err(_) => {
+            return finished(
+                target,
+                target.ip.clone(),
+                start,
+                Outcome::Unreachable(format!("{:?} is not an IP address", target.ip)),
+                String::new(),
+            );
+        }
+    };
+    let shown = address.to_string();
+    let handle = match tokio::time::timeout(
+        session.connect_timeout,
+        connect(session, target, address),
+    )
+    .await
+    {
+        Ok(Ok(handle)) => handle,
+        Ok(Err(why)) => {
+            return finished(
+                target,
+                shown,
+                start,
+                Outcome::Unreachable(why),
+                String::new(),
+            );
+        }
+        Err(_) => {
+            let why = format!(
+                "no SSH session with {shown} within {} s (connect, handshake and login)",
+                session.connect_timeout.as_secs()
+            );
+            return finished(
+                target,
+                shown,
+                start,
+                Outcome::Unreachable(why),
+                String::new(),
+            );
+        }
+    };
+    let mut tail = Tail::default();
+    let mut lines = log.lines(&target.name);
+    let outcome = match tokio::time::timeout(
+        session.command_timeout,
+        execute(&handle, session, target, &mut tail, &mut lines),
+    )
+    .await
+    {
+        Ok(Ok(outcome)) => outcome,
+        Ok(Err(why)) => Outcome::Unreachable(why),
+        Err(_) => Outcome::TimedOut(session.command_timeout),
+    };
+    lines.finish();
+    // Closing the session ends the remote command too (sshd hangs up on it).
+    let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
+    finished(target, shown, start, outcome, tail.text())
+}
+
+fn finished(
+    target: &Target,
+    address: String,
+    start: Instant,
+    outcome: Outcome,
+    tail: String,
+) -> TargetResult {
+    TargetResult {
+        name: target.name.clone(),
+        address,
+        outcome,
+        duration: start.elapsed(),
+        tail,
+    }
+}
+
+/// A connected, host-verified, logged-in session, or why there is none.
+async fn connect(
+    session: &Session,
+    target: &Target,
+    address: SocketAddr,
+) -> Result<Handle<HostKeyCheck>, String> {
+    let config = Arc::new(client::Config {
+        // A target that goes silent mid-command is caught by the command timeout; this only
+        // lets a dead connection go sooner than that.
+        keepalive_interval: Some(Duration::from_secs(15)),
+        keepalive_max: 3,
+        nodelay: true,
+        ..client::Config::default()
+    });
+    let rejected = Arc::new(Mutex::new(None));
+    let check = HostKeyCheck {
+        policy: session.host_keys.clone(),
+        names: vec![target.ip.trim().to_owned(), target.name.clone()],
+        port: session.port,
+        rejected: Arc::clone(&rejected),
+    };
+    let mut handle = match client::connect(config, address, check).await {
+        Ok(handle) => handle,
+        Err(error) => {
+            let why = rejected.lock().ok().and_then(|mut r| r.take());
+            return Err(why.unwrap_or_else(|| describe(address, &error)));
+        }
+    };
+    let hash = handle
+        .best_supported_rsa_hash()
+        .await
+        .map_err(|e| describe(address, &e))?
+        .flatten();
+    let key = PrivateKeyWithHashAlg::new(Arc::clone(&session.key), hash);
+    match handle
+        .authenticate_publickey(session.user.clone(), key)
+        .await
+    {
+        Ok(AuthResult::Success) => Ok(handle),
+        Ok(AuthResult::Failure { .. }) => Err(format!(
+            "authentication refused: {address} did not accept the key for user {:?}",
+            session.user
+        )),
+        Err(error) => Err(describe(address, &error)),
+    }
+}
+
+/// What an SSH error means to a reader of the step's status.
+fn describe(address: SocketAddr, error: &russh::Error) -> String {
+    match error {
+        russh::Error::IO(io) => format!("connect {address}: {io}"),
+        russh::Error::Disconnect => format!("{address} closed the connection"),
+        russh::Error::Version => format!("{address} does not speak SSH (no version line)"),
+        other => format!("SSH with {address}: {other}"),
+    }
+}
+
+/// Runs the command on an open session; the output goes to `tail` and to the step's log.
+async fn execute(
+    handle: &Handle<HostKeyCheck>,
+    session: &Session,
+    target: &Target,
+    tail: &mut Tail,
+    lines: &mut Lines<'_>,
+) -> Result<Outcome, String> {
+    let mut channel = handle
+        .channel_open_session()
+        .await
+        .map_err(|e| format!("open a session channel: {e}"))?;
+    channel
+        .exec(true, remote_command(&session.command, target))
+        .await
+        .map_err(|e| format!("start the command: {e}"))?;
+    let mut exit = None;
+    while let Some(message) = channel.wait().await {
+        match message {
+            ChannelMsg::Data { data } | ChannelMsg::ExtendedData { data, .. } => {
+                tail.push(&data);
+                lines.push(&data);
+            }
+            ChannelMsg::ExitStatus { exit_status } => {
+                exit = Some(Outcome::from_status(exit_status))
+            }
+            ChannelMsg::ExitSignal { signal_name, .. } => {
+                exit = Some(Outcome::Killed(format!("{signal_name:?}")));
+            }
+            _ => {}
+        }
+    }
+    exit.ok_or_else(|| "the session ended without an exit status".to_owned())
+}
+
+impl Outcome {
+    fn from_status(status: u32) -> Self {
+        if status == 0 {
+            Outcome::Succeeded
+        } else {
+            Outcome::Exited(status)
+        }
+    }
+}
+
+/// The command line sent to the target: the step's command for `/bin/sh -c`, with the
+/// target's own name, address and role in its environment (an SSH `env` request would need the
+/// server's `AcceptEnv`).
+pub fn remote_command(command: &str, target: &Target) -> String {
+    format!(
+        "WORKFLOW_TARGET_NAME={} WORKFLOW_TARGET_IP={} WORKFLOW_TARGET_ROLE={} exec /bin/sh -c {}",
+        quote(&target.name),
+        quote(&target.ip),
+        quote(&target.role),
+        quote(command)
+    )
+}
+
+/// `text` as one single-quoted shell word.
+fn quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// The client side's host key decision (russh asks it once per connection).
+struct HostKeyCheck {
+    policy: HostKeyPolicy,
+    /// What the target may be listed as in `known_hosts`: its address, then its name.
+    names: Vec<String>,
+    port: u16,
+    /// Why a key was refused, for the report (russh's own error only says "unknown key").
+    rejected: Arc<Mutex<Option<String>>>,
+}
+
+impl client::Handler for HostKeyCheck {
+    type Error = russh::Error;
+
+    async fn check_server_key(
+        &mut self,
+        key: &russh::keys::PublicKeyOrCertificate,
+    ) -> Result<bool, Self::Error> {
+        let verdict = match key {
+            russh::keys::PublicKeyOrCertificate::PublicKey { key, .. } => self.judge(key),
+            russh::keys::PublicKeyOrCertificate::Certificate(_) => Err(
+                "the target offered a host certificate; list its host key in known_hosts".into(),
+            ),
+        };
+        match verdict {
+            Ok(()) => Ok(true),
+            Err(why) => {
+                if let Ok(mut rejected) = self.rejected.lock() {
+                    *rejected = Some(why);
+                }
+                Ok(false)
+            }
+        }
+    }
+}
+
+impl HostKeyCheck {
+    fn judge(&self, key: &PublicKey) -> Result<(), String> {
+        let path = match &self.policy {
+            HostKeyPolicy::AcceptAny => return Ok(()),
+            HostKeyPolicy::KnownHosts(path) => path,
+        };
+        let fingerprint = key.fingerprint(HashAlg::Sha256);
+        for name in &self.names {
+            match russh::keys::check_known_hosts_path(name, self.port, key, path) {
+                Ok(true) => return Ok(()),
+                Ok(false) => {}
+                Err(russh::keys::Error::KeyChanged { line }) => {
+                    return Err(format!(
+                        "host key mismatch: {name} offered {} {fingerprint}, but line {line} of {} lists another key for it",
+                        key.algorithm(),
+                        path.display()
+                    ));
+                }
+                Err(error) => return Err(format!("read {}: {error}", path.display())),
+            }
+        }
+        Err(format!(
+            "host key not trusted: {} {fingerprint} of {} is not in {}",
+            key.algorithm(),
+            self.names.join(" / "),
+            path.display()
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_remote_command_quotes_the_step_and_the_targets_facts() {
+        let target = Target {
+            name: "node-1".into(),
+            ip: "10.0.0.1".into(),
+            role: "Master".into(),
+        };
+        assert_eq!(
+            remote_command("echo 'it''s' $HOME", &target),
+            r"WORKFLOW_TARGET_NAME='node-1' WORKFLOW_TARGET_IP='10.0.0.1' WORKFLOW_TARGET_ROLE='Master' exec /bin/sh -c 'echo '\''it'\'''\''s'\'' $HOME'"
+        );
+    }
+}

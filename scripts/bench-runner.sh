@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The runner's fan-out: one trivial command (`true`) on TARGETS targets (default 100) spread
+# over HOSTS target hosts (default 50; tests/cluster/target-hosts.sh, real sshd in network
+# namespaces), at each of PARALLEL (default "16 100") targets at a time, RUNS times (default 5);
+# prints min / median / max wall time and peak RSS per setting. Release build; needs root.
+#
+#   scripts/bench-runner.sh              (make bench-runner)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
+TARGETS="${TARGETS:-100}"
+HOSTS="${HOSTS:-50}"
+RUNS="${RUNS:-5}"
+PARALLEL="${PARALLEL:-16 100}"
+TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
+
+say "building the release runner"
+cargo build -q --release -p workflow-runner
+runner="$TARGET_DIR/release/workflow-runner"
+
+work="$(mktemp -d)"
+cleanup() { tests/cluster/target-hosts.sh down "$work/hosts" >/dev/null 2>&1 || true; rm -rf "$work"; }
+trap cleanup EXIT
+tests/cluster/target-hosts.sh up "$work/hosts" "$HOSTS" >"$work/hosts.txt"
+# TARGETS targets, round robin over the hosts.
+python3 - "$work/hosts.txt" "$TARGETS" >"$work/targets.json" <<'PY'
+import json, sys
+hosts = [line.split() for line in open(sys.argv[1]) if line.strip()]
+n = int(sys.argv[2])
+print(json.dumps([{"name": f"node-{i}", "ip": hosts[i % len(hosts)][1], "role": "Worker"} for i in range(n)]))
+PY
+
+printf '\n| %s targets over %s hosts, `true`, %s runs | wall time min / median / max | peak RSS |\n|---|---|---|\n' \
+  "$TARGETS" "$HOSTS" "$RUNS"
+for parallel in $PARALLEL; do
+  : >"$work/times"
+  for _ in $(seq 1 "$RUNS"); do
+    /usr/bin/env time -f '%e %M' -o "$work/one" "$runner" --targets-file "$work/targets.json" \
+      --key "$work/hosts/ssh-privatekey" --known-hosts "$work/hosts/known_hosts" \
+      --termination-log "$work/report" --parallel "$parallel" -- true >/dev/null \
+      || { say "the runner failed:"; cat "$work/report" >&2; exit 1; }
+    cat "$work/one" >>"$work/times"
+  done
+  python3 - "$work/times" "$parallel" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+t = [float(r[0]) for r in rows]
+rss = max(int(r[1]) for r in rows) / 1024
+print(f"| `--parallel {sys.argv[2]}` | {min(t):.2f} / {statistics.median(t):.2f} / {max(t):.2f} s | {rss:.1f} MiB |")
+PY
+done
