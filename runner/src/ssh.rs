@@ -132,6 +132,10 @@ async fn connect(
         keepalive_interval: Some(Duration::from_secs(15)),
         keepalive_max: 3,
         nodelay: true,
+        // What one target may have in flight: a flood of output waits for the runner instead
+        // of piling up in memory (16 messages of at most 32 KiB).
+        window_size: 512 * 1024,
+        channel_buffer_size: 16,
         ..client::Config::default()
     });
     let rejected = Arc::new(Mutex::new(None));
