@@ -10,7 +10,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-reload
+.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -67,6 +67,12 @@ undeploy: ## Remove what make deploy installed (and every WorkflowGroup and Work
 
 demo: plugins build ## Everything on the local cluster: the seed's sample group, run to Completed
 	./scripts/demo.sh
+
+bench-real-node: plugins ## The seed sample on the real node against the same five pods run by hand (RUNS, default 5)
+	./scripts/bench-real-node.sh
+
+bench-runner: ## workflow-runner's fan-out over SSH: TARGETS (100) on HOSTS (50) target hosts, at PARALLEL ("16 100") at a time (root)
+	./scripts/bench-runner.sh
 
 bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once; PEER=argo|tekton|all: peers side by side
 	N=$(or $(N),100) ./scripts/bench-cluster.sh
