@@ -209,7 +209,9 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
     cluster.apply_yaml_in(&ns, &sample);
     wait_phase(&ns, "workflowgroup-sample", "Completed");
 
-    // The leader's pod deleted: the standby takes over, and a new group completes.
+    // The leader's pod deleted: another replica takes over, and a new group completes. Which
+    // one is a race: the standby wakes at the old term's end, while the Deployment's
+    // replacement for the deleted pod may start and take the free Lease first.
     cluster.kubectl_ok(&[
         "-n",
         INSTALL_NS,
@@ -221,15 +223,23 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
     let (second_leader, waited) = poll_until(
         Duration::from_millis(250),
         TIMEOUT,
-        "the standby to take the leader Lease",
-        || {
-            leader()
-                .filter(|h| h != &first_leader && names.contains(&h.as_str()))
-                .ok_or(())
+        "another replica to take the leader Lease",
+        || leader().filter(|h| h != &first_leader).ok_or(()),
+        |()| {
+            let all = cluster.kubectl(&["-n", INSTALL_NS, "get", "pods", "-o", "wide"]);
+            format!(
+                "holder: {:?}\n{}",
+                leader(),
+                String::from_utf8_lossy(&all.stdout)
+            )
         },
-        |()| format!("holder: {:?}", leader()),
     );
-    eprintln!("the standby {second_leader} led {waited:?} after the leader's pod was deleted");
+    let who = if names.contains(&second_leader.as_str()) {
+        "the standby"
+    } else {
+        "the deleted pod's replacement"
+    };
+    eprintln!("{who} {second_leader} led {waited:?} after the leader's pod was deleted");
     cluster.apply_yaml_in(&ns, &group_yaml("after-handover", &["pre-check"], "", ""));
     wait_phase(&ns, "after-handover", "Completed");
 
