@@ -44,6 +44,10 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 /// (the group reads its type, phase and `Succeeded` message; its own reconcile stops at the
 /// phase). Its steps, targets, params and step details stay in the API server: thousands of
 /// finished Workflows would otherwise hold them for nothing.
+///
+/// A finished Workflow whose conditions its reconcile still has to complete (one that finished
+/// before those conditions existed) is kept whole: that reconcile writes the status whole, and
+/// must not write a slimmed one.
 pub fn keep_what_is_read(workflow: &mut Workflow) {
     workflow.metadata.managed_fields = None;
     let Some(status) = workflow
@@ -53,6 +57,9 @@ pub fn keep_what_is_read(workflow: &mut Workflow) {
     else {
         return;
     };
+    if plan::plan_finished_writes(status) {
+        return;
+    }
     *status = WorkflowStatus {
         phase: status.phase,
         conditions: std::mem::take(&mut status.conditions),
@@ -266,7 +273,7 @@ mod tests {
     use crate::controllers::workflowgroup::plan::ObservedWorkflow;
 
     fn workflow(phase: &str) -> Workflow {
-        serde_json::from_value(json!({
+        let mut workflow: Workflow = serde_json::from_value(json!({
             "apiVersion": "workflow.rxg456.cn/v1alpha1",
             "kind": "Workflow",
             "metadata": {
@@ -312,7 +319,12 @@ mod tests {
                 "plugin": {"version": "0.1.0", "digest": "b08e27c6"}
             }
         }))
-        .expect("a Workflow")
+        .expect("a Workflow");
+        // As this operator writes it: `Succeeded` and the conditions derived from it.
+        if let Some(status) = workflow.status.as_mut() {
+            crate::controllers::status::derive_kstatus_conditions(&mut status.conditions);
+        }
+        workflow
     }
 
     #[test]
@@ -336,6 +348,19 @@ mod tests {
             assert_eq!(cached.spec.params, None);
             assert!(status.step_details.is_empty() && status.step_status.is_empty());
         }
+    }
+
+    #[test]
+    fn a_finished_workflow_whose_reconcile_still_writes_its_conditions_is_cached_whole() {
+        let mut full = workflow("Completed");
+        // Finished before the kstatus conditions existed: only `Succeeded`.
+        if let Some(status) = full.status.as_mut() {
+            status.conditions.truncate(1);
+        }
+        let mut cached = full.clone();
+        keep_what_is_read(&mut cached);
+        assert_eq!(cached.spec, full.spec);
+        assert_eq!(cached.status, full.status);
     }
 
     #[test]
