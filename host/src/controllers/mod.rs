@@ -103,7 +103,7 @@ pub async fn run(
     let group_triggers = workflow_writer.subscribe();
     let workflow_watch = watcher(workflows, watcher::Config::default())
         .default_backoff()
-        .modify(strip_managed_fields)
+        .modify(workflow::keep_what_is_read)
         .reflect_shared(workflow_writer)
         .for_each(|event| async move {
             if let Err(error) = event {

@@ -37,7 +37,7 @@ impl Plugin {
             .iter_errors(params)
             .take(3)
             .map(|e| {
-                let path = e.instance_path.to_string();
+                let path = e.instance_path().to_string();
                 let path = if path.is_empty() {
                     "/".to_string()
                 } else {

@@ -77,7 +77,12 @@ fn engine_config(config: &RuntimeConfig) -> Config {
         .memory_reservation_for_growth(0)
         .memory_init_cow(true)
         .max_wasm_stack(MAX_WASM_STACK)
-        .async_stack_size(FIBER_STACK);
+        .async_stack_size(FIBER_STACK)
+        // Compile a plugin's functions one after another on the loading thread: Cranelift
+        // keeps the buffers of every thread that compiled for the engine's life, and a
+        // parallel compile holds several functions' at once. Loading is a little slower,
+        // and only at start-up or when a plugin changes.
+        .parallel_compilation(false);
     cfg
 }
 

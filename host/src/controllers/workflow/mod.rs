@@ -32,11 +32,43 @@ use self::refusal::PodRefusal;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::write;
-use crate::api::{Phase, PluginRef, Workflow, WorkflowStatus};
+use crate::api::{Phase, PluginRef, Workflow, WorkflowSpec, WorkflowStatus};
 
 /// Reconciles one Workflow.
 pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action> {
     write::instrumented(&*workflow, &ctx, reconcile_workflow(&workflow, &ctx)).await
+}
+
+/// Prepares a Workflow for the shared cache. Its managedFields go, as nothing reads them. Of a
+/// finished Workflow only what is still read stays: its metadata, type, phase and conditions
+/// (the group reads its type, phase and `Succeeded` message; its own reconcile stops at the
+/// phase). Its steps, targets, params and step details stay in the API server: thousands of
+/// finished Workflows would otherwise hold them for nothing.
+///
+/// A finished Workflow whose conditions its reconcile still has to complete (one that finished
+/// before those conditions existed) is kept whole: that reconcile writes the status whole, and
+/// must not write a slimmed one.
+pub fn keep_what_is_read(workflow: &mut Workflow) {
+    workflow.metadata.managed_fields = None;
+    let Some(status) = workflow
+        .status
+        .as_mut()
+        .filter(|s| s.phase.is_some_and(|p| p.is_finished()))
+    else {
+        return;
+    };
+    if plan::plan_finished_writes(status) {
+        return;
+    }
+    *status = WorkflowStatus {
+        phase: status.phase,
+        conditions: std::mem::take(&mut status.conditions),
+        ..WorkflowStatus::default()
+    };
+    workflow.spec = WorkflowSpec {
+        type_: std::mem::take(&mut workflow.spec.type_),
+        ..WorkflowSpec::default()
+    };
 }
 
 async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action> {
@@ -231,4 +263,122 @@ fn cached_pods(
         }
     }
     pods
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+    use crate::controllers::workflowgroup::plan::ObservedWorkflow;
+
+    fn workflow(phase: &str) -> Workflow {
+        let mut workflow: Workflow = serde_json::from_value(json!({
+            "apiVersion": "workflow.rxg456.cn/v1alpha1",
+            "kind": "Workflow",
+            "metadata": {
+                "name": "g-setup-733756a5",
+                "namespace": "ns",
+                "uid": "uid-w",
+                "generation": 1,
+                "resourceVersion": "42",
+                "labels": {"workflow.rxg456.cn/workflow-type": "setup"},
+                "annotations": {"workflow.rxg456.cn/plugin-digest": "b08e27c6"},
+                "ownerReferences": [{
+                    "apiVersion": "workflow.rxg456.cn/v1alpha1", "kind": "WorkflowGroup",
+                    "name": "g", "uid": "uid-g", "controller": true
+                }],
+                "managedFields": [{"manager": "workflow-operator", "operation": "Apply"}]
+            },
+            "spec": {
+                "type": "setup",
+                "clusterName": "c",
+                "targets": [{"name": "node-1", "ip": "192.168.1.101", "role": "Master"}],
+                "params": {"version": "1.34"},
+                "steps": [
+                    {"name": "install", "command": "install.sh"},
+                    {"name": "verify", "command": "verify.sh", "dependsOn": ["install"]}
+                ]
+            },
+            "status": {
+                "phase": phase,
+                "startTime": "2026-12-01T07:01:09Z",
+                "stepStatus": {"install": "Completed", "verify": phase},
+                "stepDetails": {
+                    "install": {"attempts": 1, "pod": "g-setup-733756a5-install-1-6bed9408"},
+                    "verify": {"attempts": 2, "pod": "g-setup-733756a5-verify-2-1c2d3e4f",
+                               "message": "exit code 1"}
+                },
+                "progress": "1/2",
+                "conditions": [{
+                    "type": "Succeeded", "status": "False", "reason": "StepFailed",
+                    "message": "step verify failed: exit code 1", "observedGeneration": 1,
+                    "lastTransitionTime": "2026-12-01T07:01:10Z"
+                }],
+                "observedGeneration": 1,
+                "plugin": {"version": "0.1.0", "digest": "b08e27c6"}
+            }
+        }))
+        .expect("a Workflow");
+        // As this operator writes it: `Succeeded` and the conditions derived from it.
+        if let Some(status) = workflow.status.as_mut() {
+            crate::controllers::status::derive_kstatus_conditions(&mut status.conditions);
+        }
+        workflow
+    }
+
+    #[test]
+    fn a_cached_finished_workflow_tells_its_group_and_its_reconcile_the_same_as_the_workflow() {
+        for phase in ["Completed", "Failed"] {
+            let full = workflow(phase);
+            let mut cached = full.clone();
+            keep_what_is_read(&mut cached);
+            assert_eq!(
+                ObservedWorkflow::of(&cached),
+                ObservedWorkflow::of(&full),
+                "{phase}"
+            );
+            assert_eq!(cached.spec.type_, full.spec.type_);
+            assert!(write::controlled_by(&cached, "uid-g"));
+            let status = cached.status.as_ref().expect("a status");
+            assert!(status.phase.is_some_and(|p| p.is_finished()), "{phase}");
+            assert_eq!(cached.metadata.managed_fields, None);
+            // What no reconcile reads of a finished Workflow is gone.
+            assert!(cached.spec.steps.is_empty() && cached.spec.targets.is_empty());
+            assert_eq!(cached.spec.params, None);
+            assert!(status.step_details.is_empty() && status.step_status.is_empty());
+        }
+    }
+
+    #[test]
+    fn a_finished_workflow_whose_reconcile_still_writes_its_conditions_is_cached_whole() {
+        let mut full = workflow("Completed");
+        // Finished before the kstatus conditions existed: only `Succeeded`.
+        if let Some(status) = full.status.as_mut() {
+            status.conditions.truncate(1);
+        }
+        let mut cached = full.clone();
+        keep_what_is_read(&mut cached);
+        assert_eq!(cached.spec, full.spec);
+        assert_eq!(cached.status, full.status);
+    }
+
+    #[test]
+    fn a_cached_running_workflow_keeps_all_but_its_managed_fields() {
+        for phase in ["Running", "Pending"] {
+            let full = workflow(phase);
+            let mut cached = full.clone();
+            keep_what_is_read(&mut cached);
+            let mut expected = full;
+            expected.metadata.managed_fields = None;
+            assert_eq!(cached.metadata, expected.metadata, "{phase}");
+            assert_eq!(cached.spec, expected.spec, "{phase}");
+            assert_eq!(cached.status, expected.status, "{phase}");
+        }
+        let mut unstarted = workflow("Running");
+        unstarted.status = None;
+        let expected = unstarted.clone();
+        keep_what_is_read(&mut unstarted);
+        assert_eq!(unstarted.spec, expected.spec);
+    }
 }

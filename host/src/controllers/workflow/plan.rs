@@ -135,6 +135,13 @@ pub fn plan_plugin_missing(
 
 /// The plan for a finished workflow: nothing moves after the end; one that finished before the
 /// conditions GitOps tools read existed gets them.
+/// Whether [`plan_finished`] would write `status` (its conditions are not all derived yet).
+pub fn plan_finished_writes(status: &WorkflowStatus) -> bool {
+    let mut conditions = status.conditions.clone();
+    derive_kstatus_conditions(&mut conditions);
+    conditions != status.conditions
+}
+
 pub fn plan_finished(workflow: &Workflow) -> WorkflowPlan {
     let mut status = workflow.status.clone().unwrap_or_default();
     derive_kstatus_conditions(&mut status.conditions);
