@@ -2,7 +2,9 @@
 # The runner's fan-out: one trivial command (`true`) on TARGETS targets (default 100) spread
 # over HOSTS target hosts (default 50; tests/cluster/target-hosts.sh, real sshd in network
 # namespaces), at each of PARALLEL (default "16 100") targets at a time, RUNS times (default 5);
-# prints min / median / max wall time and peak RSS per setting. Release build; needs root.
+# prints min / median / max wall time, the runner's own CPU time and peak RSS per setting. The
+# target hosts share the machine: on 2 cores their sshd (a fork and exec per login) takes most
+# of the CPU. Release build; needs root.
 #
 #   scripts/bench-runner.sh              (make bench-runner)
 set -euo pipefail
@@ -31,12 +33,12 @@ n = int(sys.argv[2])
 print(json.dumps([{"name": f"node-{i}", "ip": hosts[i % len(hosts)][1], "role": "Worker"} for i in range(n)]))
 PY
 
-printf '\n| %s targets over %s hosts, `true`, %s runs | wall time min / median / max | peak RSS |\n|---|---|---|\n' \
+printf '\n| %s targets over %s hosts, `true`, %s runs | wall time min / median / max | runner CPU, median | peak RSS |\n|---|---|---|---|\n' \
   "$TARGETS" "$HOSTS" "$RUNS"
 for parallel in $PARALLEL; do
   : >"$work/times"
   for _ in $(seq 1 "$RUNS"); do
-    /usr/bin/env time -f '%e %M' -o "$work/one" "$runner" --targets-file "$work/targets.json" \
+    /usr/bin/env time -f '%e %M %U %S' -o "$work/one" "$runner" --targets-file "$work/targets.json" \
       --key "$work/hosts/ssh-privatekey" --known-hosts "$work/hosts/known_hosts" \
       --termination-log "$work/report" --parallel "$parallel" -- true >/dev/null \
       || { say "the runner failed:"; cat "$work/report" >&2; exit 1; }
@@ -47,6 +49,7 @@ import statistics, sys
 rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
 t = [float(r[0]) for r in rows]
 rss = max(int(r[1]) for r in rows) / 1024
-print(f"| `--parallel {sys.argv[2]}` | {min(t):.2f} / {statistics.median(t):.2f} / {max(t):.2f} s | {rss:.1f} MiB |")
+cpu = statistics.median(float(r[2]) + float(r[3]) for r in rows)
+print(f"| `--parallel {sys.argv[2]}` | {min(t):.2f} / {statistics.median(t):.2f} / {max(t):.2f} s | {cpu:.2f} s | {rss:.1f} MiB |")
 PY
 done

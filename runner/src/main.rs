@@ -98,7 +98,7 @@ struct Args {
         env = "WORKFLOW_TERMINATION_LOG",
         default_value = "/dev/termination-log"
     )]
-    termination_log: PathBuf,
+    termination_log: String,
     /// The command, run by `/bin/sh -c` on each target (or `WORKFLOW_SSH_COMMAND`).
     #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
     command: Vec<String>,
@@ -265,16 +265,16 @@ fn refuse(args: &Args, error: &Error) -> ExitCode {
 }
 
 fn write_termination_log(args: &Args, message: &str) {
-    if args.termination_log.as_os_str().is_empty() {
+    if args.termination_log.is_empty() {
         return;
     }
     // Outside a container there is no termination log: the report is on stdout already.
     if let Err(error) = std::fs::write(&args.termination_log, message)
-        && args.termination_log != std::path::Path::new("/dev/termination-log")
+        && args.termination_log != "/dev/termination-log"
     {
         eprintln!(
             "workflow-runner: write the report to {}: {error}",
-            args.termination_log.display()
+            args.termination_log
         );
     }
 }

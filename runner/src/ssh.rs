@@ -152,11 +152,17 @@ async fn connect(
             return Err(why.unwrap_or_else(|| describe(address, &error)));
         }
     };
-    let hash = handle
-        .best_supported_rsa_hash()
-        .await
-        .map_err(|e| describe(address, &e))?
-        .flatten();
+    // Only an RSA key needs to know which signature hash the server takes, and asking waits
+    // up to a second for the server's extension list.
+    let hash = if session.key.algorithm().is_rsa() {
+        handle
+            .best_supported_rsa_hash()
+            .await
+            .map_err(|e| describe(address, &e))?
+            .flatten()
+    } else {
+        None
+    };
     let key = PrivateKeyWithHashAlg::new(Arc::clone(&session.key), hash);
     match handle
         .authenticate_publickey(session.user.clone(), key)
