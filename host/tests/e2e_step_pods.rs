@@ -177,25 +177,13 @@ spec:
 
 /// A group of one `at` Workflow running `command` at once, on the real node, with
 /// `pod_template` (a JSON object) merged over the real node's placement, and `targets`.
-fn real_node_at_group(name: &str, command: &str, pod_template: Value, targets: Value) -> String {
-    let mut template = workflow_e2e::real_node_placement();
-    for (key, value) in pod_template.as_object().into_iter().flatten() {
-        template[key] = value.clone();
-    }
-    serde_json::json!({
-        "apiVersion": "workflow.rxg456.cn/v1alpha1",
-        "kind": "WorkflowGroup",
-        "metadata": {"name": name},
-        "spec": {
-            "type": "node-maintenance",
-            "clusterName": "test-cluster",
-            "workflowSteps": ["at"],
-            "targets": targets,
-            "params": {"at": {"schedule": "2020-01-01T00:00:00Z", "command": command}},
-            "podTemplate": template,
-        }
-    })
-    .to_string()
+fn at_group(name: &str, command: &str, pod_template: Value, targets: Value) -> String {
+    real_node_at_group(
+        name,
+        serde_json::json!({"command": command}),
+        pod_template,
+        targets,
+    )
 }
 
 fn one_target() -> Value {
@@ -242,10 +230,7 @@ fn in_a_restricted_namespace_a_step_runs_for_real_as_non_root_with_its_secrets_f
         "volumes": [{"name": "access", "secret": {"secretName": "node-access", "defaultMode": 0o440_u32}}],
         "volumeMounts": [{"name": "access", "mountPath": "/var/run/access", "readOnly": true}],
     });
-    cluster.apply_yaml_in(
-        &ns,
-        &real_node_at_group("hardened", &command, template, one_target()),
-    );
+    cluster.apply_yaml_in(&ns, &at_group("hardened", &command, template, one_target()));
     wait_group_phase(&ns, "hardened", "Completed", &mut operator);
     let pod = list(&ns, "pods", None)
         .into_iter()
@@ -267,7 +252,7 @@ fn in_a_restricted_namespace_a_step_runs_for_real_as_non_root_with_its_secrets_f
     let privileged = serde_json::json!({"containerSecurityContext": {"privileged": true}});
     cluster.apply_yaml_in(
         &ns,
-        &real_node_at_group("privileged", "true", privileged, one_target()),
+        &at_group("privileged", "true", privileged, one_target()),
     );
     wait_group_phase(&ns, "privileged", "Failed", &mut operator);
     let message = condition_message(&get(&ns, "workflowgroup/privileged"));
@@ -299,7 +284,7 @@ fn five_thousand_targets_reach_a_real_step_as_a_file() {
         && test -z \"${WORKFLOW_TARGETS:-}\"";
     // Server-side, as a user applies an object this big: a client-side apply would also
     // write it whole into an annotation, which holds at most 256 KiB.
-    let group = real_node_at_group(
+    let group = at_group(
         "many",
         command,
         serde_json::json!({}),
@@ -326,7 +311,7 @@ fn on_the_real_node_exit_codes_and_output_reach_the_plugin_and_a_timeout_or_a_de
     let plugins = plugin_dir(&["at"]);
     let mut operator = Operator::start(&ns, plugins.path());
     let group = |name: &str, command: &str, timeout: Option<u32>| {
-        let mut yaml: Value = serde_json::from_str(&real_node_at_group(
+        let mut yaml: Value = serde_json::from_str(&at_group(
             name,
             command,
             serde_json::json!({}),

@@ -105,33 +105,22 @@ fn import_step_image() {
 /// A group of one `at` Workflow whose command runs `remote` on `targets` with the runner, on
 /// the real node, with the Secret `node-ssh` mounted where the runner looks for it.
 fn ssh_group(name: &str, remote: &str, targets: Value) -> String {
-    let mut template = workflow_e2e::real_node_placement();
-    template["volumes"] = serde_json::json!([{"name": "ssh", "secret": {"secretName": "node-ssh"}}]);
-    template["volumeMounts"] =
-        serde_json::json!([{"name": "ssh", "mountPath": "/etc/workflow/ssh", "readOnly": true}]);
-    serde_json::json!({
-        "apiVersion": "workflow.rxg456.cn/v1alpha1",
-        "kind": "WorkflowGroup",
-        "metadata": {"name": name},
-        "spec": {
-            "type": "node-maintenance",
-            "clusterName": "test-cluster",
-            "workflowSteps": ["at"],
-            "targets": targets,
-            "params": {"at": {
-                "schedule": "2020-01-01T00:00:00Z",
-                "command": format!("workflow-runner --connect-timeout 5 -- '{remote}'"),
-                "image": STEP_IMAGE,
-            }},
-            "podTemplate": template,
-        }
-    })
-    .to_string()
+    real_node_at_group(
+        name,
+        serde_json::json!({
+            "command": format!("workflow-runner --connect-timeout 5 -- '{remote}'"),
+            "image": STEP_IMAGE,
+        }),
+        serde_json::json!({
+            "volumes": [{"name": "ssh", "secret": {"secretName": "node-ssh"}}],
+            "volumeMounts": [{"name": "ssh", "mountPath": "/etc/workflow/ssh", "readOnly": true}],
+        }),
+        targets,
+    )
 }
 
 #[test]
-fn steps_act_on_each_target_over_ssh_with_a_secrets_key_and_a_host_that_is_down_fails_naming_it()
-{
+fn steps_act_on_each_target_over_ssh_with_a_secrets_key_and_a_host_that_is_down_fails_naming_it() {
     let cluster = cluster();
     cluster.require_real_node();
     import_step_image();
@@ -147,8 +136,14 @@ fn steps_act_on_each_target_over_ssh_with_a_secrets_key_and_a_host_that_is_down_
         "generic",
         "node-ssh",
         "--type=kubernetes.io/ssh-auth",
-        &format!("--from-file=ssh-privatekey={}", path(&hosts.file("ssh-privatekey"))),
-        &format!("--from-file=known_hosts={}", path(&hosts.file("known_hosts"))),
+        &format!(
+            "--from-file=ssh-privatekey={}",
+            path(&hosts.file("ssh-privatekey"))
+        ),
+        &format!(
+            "--from-file=known_hosts={}",
+            path(&hosts.file("known_hosts"))
+        ),
     ]);
     let plugins = plugin_dir(&["at"]);
     let mut operator = Operator::start(&ns, plugins.path());

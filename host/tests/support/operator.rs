@@ -424,6 +424,39 @@ metadata:
     )
 }
 
+/// A group of one `at` Workflow with `params` (its `spec.params.at`, the schedule defaulting to
+/// the past: it runs at once) on the real node, with `pod_template` (a JSON object) merged over
+/// the real node's placement, and `targets`.
+pub fn real_node_at_group(
+    name: &str,
+    params: Value,
+    pod_template: Value,
+    targets: Value,
+) -> String {
+    let mut template = workflow_e2e::real_node_placement();
+    for (key, value) in pod_template.as_object().into_iter().flatten() {
+        template[key] = value.clone();
+    }
+    let mut at = json!({"schedule": "2020-01-01T00:00:00Z"});
+    for (key, value) in params.as_object().into_iter().flatten() {
+        at[key] = value.clone();
+    }
+    json!({
+        "apiVersion": "workflow.rxg456.cn/v1alpha1",
+        "kind": "WorkflowGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "node-maintenance",
+            "clusterName": "test-cluster",
+            "workflowSteps": ["at"],
+            "targets": targets,
+            "params": {"at": at},
+            "podTemplate": template,
+        }
+    })
+    .to_string()
+}
+
 /// The steps seed 000 gives each type, as the API prints them.
 pub fn seed_steps(workflow_type: &str) -> Value {
     match workflow_type {
