@@ -60,8 +60,12 @@ is_running() {
   pid="$(pid_of "$1")" || return 1
   kill -0 "${pid}" 2>/dev/null || return 1
   # Guard against pid reuse: the process must still be ours (its command line
-  # mentions the state directory).
-  tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF "${STATE_DIR}"
+  # mentions the state directory). While it execs (start's shell becoming the component)
+  # its command line reads empty for a moment: alive, not someone else's.
+  local cmdline
+  cmdline="$(tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null)"
+  [[ -z "${cmdline}" ]] && pid_alive "${pid}" && return 0
+  grep -qF "${STATE_DIR}" <<<"${cmdline}"
 }
 
 show_log_tail() {

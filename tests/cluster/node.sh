@@ -91,11 +91,15 @@ pid_of() {
 }
 
 # Running and ours: the command line names the node directory (guards against pid reuse).
+# While the process execs (start's shell becoming the component) its command line reads empty
+# for a moment: alive, not someone else's.
 is_running() {
-  local pid
+  local pid cmdline
   pid="$(pid_of "$1")" || return 1
   kill -0 "${pid}" 2>/dev/null || return 1
-  tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null | grep -qF "${NODE_DIR}"
+  cmdline="$(tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null)"
+  [[ -z "${cmdline}" ]] && pid_alive "${pid}" && return 0
+  grep -qF "${NODE_DIR}" <<<"${cmdline}"
 }
 
 pid_alive() {
