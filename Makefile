@@ -33,6 +33,10 @@ fmt: ## Format the code
 # WORKFLOW_E2E_KUBECONFIG when set); a cluster this target started is stopped afterwards. Its real
 # node (tests/cluster/node.sh, root) starts too: the real node tests fail without it.
 test: plugins image ## Unit, plugin and end-to-end tests (starts the local cluster with its real node; the image test unpacks make image)
+	@# The SSH runner's tests and the target hosts need sshd (Debian's openssh-server).
+	@[ -x /usr/sbin/sshd ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
+	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openssh-client >/dev/null; } \
+	  || echo "no sshd: install openssh-server, or the runner's tests fail"
 	@# The tests run their own operators; one left by `make demo` would race them.
 	@if [ -f .local-cluster/pids/operator.pid ]; then \
 	  echo "stopping the operator left by make demo (the tests run their own)"; \
