@@ -34,8 +34,6 @@ pub enum Outcome {
 pub struct TargetResult {
     /// The target's name, as in the group's `spec.targets`.
     pub name: String,
-    /// Where it was reached (`address:port`).
-    pub address: String,
     pub outcome: Outcome,
     /// From the start of the connection to the end of the command.
     pub duration: Duration,
@@ -191,7 +189,6 @@ mod tests {
     fn result(name: &str, outcome: Outcome, tail: &str) -> TargetResult {
         TargetResult {
             name: name.to_owned(),
-            address: "127.0.0.2:22".to_owned(),
             outcome,
             duration: Duration::from_millis(1250),
             tail: tail.to_owned(),

@@ -43,81 +43,51 @@ pub struct Session {
 /// Runs the session's command on `target`; never fails: every error is the target's outcome.
 pub async fn run_on(session: &Session, target: &Target, log: &Log) -> TargetResult {
     let start = Instant::now();
-    let address = match target.ip.trim().parse::<IpAddr>() {
-        Ok(ip) => SocketAddr::new(ip, session.port),
-        Err(_) => {
-            return finished(
-                target,
-                target.ip.clone(),
-                start,
-                Outcome::Unreachable(format!("{:?} is not an IP address", target.ip)),
-                String::new(),
-            );
-        }
-    };
-    let shown = address.to_string();
-    let handle = match tokio::time::timeout(
-        session.connect_timeout,
-        connect(session, target, address),
-    )
-    .await
-    {
-        Ok(Ok(handle)) => handle,
-        Ok(Err(why)) => {
-            return finished(
-                target,
-                shown,
-                start,
-                Outcome::Unreachable(why),
-                String::new(),
-            );
-        }
-        Err(_) => {
-            let why = format!(
-                "no SSH session with {shown} within {} s (connect, handshake and login)",
-                session.connect_timeout.as_secs()
-            );
-            return finished(
-                target,
-                shown,
-                start,
-                Outcome::Unreachable(why),
-                String::new(),
-            );
-        }
-    };
     let mut tail = Tail::default();
-    let mut lines = log.lines(&target.name);
-    let outcome = match tokio::time::timeout(
-        session.command_timeout,
-        execute(&handle, session, target, &mut tail, &mut lines),
-    )
-    .await
-    {
-        Ok(Ok(outcome)) => outcome,
-        Ok(Err(why)) => Outcome::Unreachable(why),
-        Err(_) => Outcome::TimedOut(session.command_timeout),
+    let outcome = match open(session, target).await {
+        Ok(handle) => {
+            let mut lines = log.lines(&target.name);
+            let outcome = match tokio::time::timeout(
+                session.command_timeout,
+                execute(&handle, session, target, &mut tail, &mut lines),
+            )
+            .await
+            {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(why)) => Outcome::Unreachable(why),
+                Err(_) => Outcome::TimedOut(session.command_timeout),
+            };
+            lines.finish();
+            // Closing the session ends the remote command too (sshd hangs up on it).
+            let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
+            outcome
+        }
+        Err(why) => Outcome::Unreachable(why),
     };
-    lines.finish();
-    // Closing the session ends the remote command too (sshd hangs up on it).
-    let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
-    finished(target, shown, start, outcome, tail.text())
-}
-
-fn finished(
-    target: &Target,
-    address: String,
-    start: Instant,
-    outcome: Outcome,
-    tail: String,
-) -> TargetResult {
     TargetResult {
         name: target.name.clone(),
-        address,
         outcome,
         duration: start.elapsed(),
-        tail,
+        tail: tail.text(),
     }
+}
+
+/// A session with `target` within the connect timeout, or why there is none.
+async fn open(session: &Session, target: &Target) -> Result<Handle<HostKeyCheck>, String> {
+    let ip = target
+        .ip
+        .trim()
+        .parse::<IpAddr>()
+        .map_err(|_| format!("{:?} is not an IP address", target.ip))?;
+    let address = SocketAddr::new(ip, session.port);
+    tokio::time::timeout(session.connect_timeout, connect(session, target, address))
+        .await
+        .unwrap_or_else(|_| {
+            Err(format!(
+                "no SSH session with {address} within {} s (connect, handshake and login)",
+                session.connect_timeout.as_secs()
+            ))
+        })
 }
 
 /// A connected, host-verified, logged-in session, or why there is none.
