@@ -124,28 +124,38 @@ tar -cf "$layer" "${tar_opts[@]}" --owner=0 --group=0 --no-recursion \
 tar -rf "$layer" "${tar_opts[@]}" --owner="$USER_ID" --group="$USER_ID" --no-recursion home/nonroot
 
 mkdir -p "$OUT"
-rm -rf "$OUT/oci" "$OUT/$BIN_NAME.tar" "$OUT/$BIN_NAME.oci.tar"
+# one_layer_image <layout> <name> <tag> <archive base> <layer> <history comment> <umoci config
+# flags...>: an image of that one layer in the OCI layout <layout>, and <archive base>.tar
+# (docker-archive) and <archive base>.oci.tar (oci-archive) tagged <name>:<tag>.
+one_layer_image() {
+  local layout="$1" ref_name="$2" ref_tag="$3" archive="$4" layer="$5" comment="$6"
+  shift 6
+  rm -rf "$layout" "$archive.tar" "$archive.oci.tar"
+  umoci init --layout "$layout"
+  umoci new --image "$layout:$ref_tag"
+  umoci raw add-layer --image "$layout:$ref_tag" \
+    --history.created "$created" --history.created_by "scripts/build-image.sh" \
+    --history.comment "$comment" "$layer"
+  umoci config --image "$layout:$ref_tag" --no-history \
+    --created "$created" --author "workflow-operator" --os linux --architecture amd64 \
+    --config.workingdir / "$@" \
+    --config.label "org.opencontainers.image.version=$version" \
+    --config.label "org.opencontainers.image.revision=$revision" \
+    --config.label "org.opencontainers.image.licenses=Apache-2.0" \
+    --config.label "org.opencontainers.image.created=$created"
+  umoci gc --layout "$layout"
+  chmod -R a+rX "$layout"
+  skopeo copy --quiet "oci:$layout:$ref_tag" "docker-archive:$archive.tar:$ref_name:$ref_tag"
+  skopeo copy --quiet "oci:$layout:$ref_tag" "oci-archive:$archive.oci.tar:$ref_name:$ref_tag"
+}
+
 layout="$OUT/oci"
-umoci init --layout "$layout"
-umoci new --image "$layout:$tag"
-umoci raw add-layer --image "$layout:$tag" \
-  --history.created "$created" --history.created_by "scripts/build-image.sh" \
-  --history.comment "$BIN_NAME $version (static, $TARGET)" "$layer"
-umoci config --image "$layout:$tag" --no-history \
-  --created "$created" --author "workflow-operator" --os linux --architecture amd64 \
-  --config.user "$USER_ID:$USER_ID" --config.workingdir / \
+one_layer_image "$layout" "$name" "$tag" "$OUT/$BIN_NAME" "$layer" \
+  "$BIN_NAME $version (static, $TARGET)" \
+  --config.user "$USER_ID:$USER_ID" \
   --config.env "PATH=/usr/local/bin" --config.entrypoint "$ENTRYPOINT" --config.cmd run \
   --config.exposedports 8080/tcp \
-  --config.label "org.opencontainers.image.title=$BIN_NAME" \
-  --config.label "org.opencontainers.image.version=$version" \
-  --config.label "org.opencontainers.image.revision=$revision" \
-  --config.label "org.opencontainers.image.licenses=Apache-2.0" \
-  --config.label "org.opencontainers.image.created=$created"
-umoci gc --layout "$layout"
-chmod -R a+rX "$layout"
-
-skopeo copy --quiet "oci:$layout:$tag" "docker-archive:$OUT/$BIN_NAME.tar:$name:$tag"
-skopeo copy --quiet "oci:$layout:$tag" "oci-archive:$OUT/$BIN_NAME.oci.tar:$name:$tag"
+  --config.label "org.opencontainers.image.title=$BIN_NAME"
 
 # --- step image -------------------------------------------------------------------------
 STEP_IMAGE="${STEP_IMAGE:-workflow-step:$tag}"
@@ -170,26 +180,10 @@ step_layer="$work/step-layer.tar"
 tar -cf "$step_layer" --sort=name --format=posix \
   --pax-option=exthdr.name=%d/PaxHeaders/%f,delete=atime,delete=ctime \
   --mtime="@$epoch" --numeric-owner --owner=0 --group=0 -C "$steproot" .
-step_layout="$OUT/step-oci"
-rm -rf "$step_layout" "$OUT/workflow-step.tar" "$OUT/workflow-step.oci.tar"
-umoci init --layout "$step_layout"
-umoci new --image "$step_layout:$step_tag"
-umoci raw add-layer --image "$step_layout:$step_tag" \
-  --history.created "$created" --history.created_by "scripts/build-image.sh" \
-  --history.comment "busybox-static and workflow-runner $version" "$step_layer"
-umoci config --image "$step_layout:$step_tag" --no-history \
-  --created "$created" --author "workflow-operator" --os linux --architecture amd64 \
-  --config.workingdir / --config.cmd sh \
-  --config.env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
-  --config.label "org.opencontainers.image.title=workflow-step" \
-  --config.label "org.opencontainers.image.version=$version" \
-  --config.label "org.opencontainers.image.revision=$revision" \
-  --config.label "org.opencontainers.image.licenses=Apache-2.0" \
-  --config.label "org.opencontainers.image.created=$created"
-umoci gc --layout "$step_layout"
-chmod -R a+rX "$step_layout"
-skopeo copy --quiet "oci:$step_layout:$step_tag" "docker-archive:$OUT/workflow-step.tar:$step_name:$step_tag"
-skopeo copy --quiet "oci:$step_layout:$step_tag" "oci-archive:$OUT/workflow-step.oci.tar:$step_name:$step_tag"
+one_layer_image "$OUT/step-oci" "$step_name" "$step_tag" "$OUT/workflow-step" "$step_layer" \
+  "busybox-static and workflow-runner $version" \
+  --config.cmd sh --config.env "PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
+  --config.label "org.opencontainers.image.title=workflow-step"
 
 digest="$(skopeo inspect --raw "oci:$layout:$tag" | sha256sum | cut -d' ' -f1)"
 log "image $name:$tag (manifest sha256:$digest)"
