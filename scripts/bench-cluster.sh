@@ -113,9 +113,7 @@ for peer in "${peers[@]+"${peers[@]}"}"; do
     tekton) wait_namespaces_gone tekton scale || exit 1 ;;
   esac
 done
-kubectl apply -k crds/ >/dev/null
-kubectl wait --for=condition=Established --timeout=60s \
-  crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
+install_crds >/dev/null
 
 work="$(mktemp -d)"
 operator_pid=""
@@ -138,10 +136,7 @@ start_operator() {
   "$BIN" run --namespace "$ns" --plugin-dir "$work/plugins" --http-addr "127.0.0.1:$port" \
     ${OPERATOR_ARGS:-} >"$work/operator-$ns.log" 2>&1 &
   operator_pid=$!
-  for _ in $(seq 1 200); do
-    grep -q "controllers started" "$work/operator-$ns.log" && return 0
-    sleep 0.05
-  done
+  wait_operator_started "$work/operator-$ns.log" 10 && return 0
   say "the operator did not start:"; cat "$work/operator-$ns.log" >&2; exit 1
 }
 stop_operator() { kill "$operator_pid" 2>/dev/null || true; wait "$operator_pid" 2>/dev/null || true; operator_pid=""; }

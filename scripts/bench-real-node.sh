@@ -33,9 +33,7 @@ kubectl get nodes -l workflow.rxg456.cn/node=real -o name | grep -q . \
   || { say "the cluster in $STATE has no real node (restart it with WORKFLOW_REAL_NODE=1)"; exit 1; }
 say "building the release operator"
 cargo build -q --release -p workflow-operator
-kubectl apply -k crds/ >/dev/null
-kubectl wait --for=condition=Established --timeout=60s \
-  crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
+install_crds >/dev/null
 
 work="$(mktemp -d)"
 ns="bench-real-$(date +%s)"
@@ -108,11 +106,7 @@ port="$(free_ports 1)"
 "$BIN" run --namespace "$ns" --plugin-dir "$work/plugins" --http-addr "127.0.0.1:$port" \
   >"$work/operator.log" 2>&1 &
 operator_pid=$!
-for _ in $(seq 1 200); do
-  grep -q "controllers started" "$work/operator.log" && break
-  sleep 0.05
-done
-grep -q "controllers started" "$work/operator.log" || { say "the operator did not start:"; cat "$work/operator.log" >&2; exit 1; }
+wait_operator_started "$work/operator.log" 10 || { say "the operator did not start:"; cat "$work/operator.log" >&2; exit 1; }
 template="  podTemplate: {$placement, $volumes,
     \"env\": [{\"name\": \"PATH\", \"value\": \"/opt/seed:/usr/bin:/bin\"}],
     \"volumeMounts\": $mounts}"

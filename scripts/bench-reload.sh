@@ -46,11 +46,7 @@ port="$(free_ports 1)"
 "$BIN" run --namespace "$ns" --plugin-namespace "$ns" --http-addr "127.0.0.1:$port" \
   >"$work/operator.log" 2>&1 &
 operator_pid=$!
-for _ in $(seq 1 400); do
-  grep -q "controllers started" "$work/operator.log" && break
-  sleep 0.05
-done
-grep -q "controllers started" "$work/operator.log" || { cat "$work/operator.log" >&2; exit 1; }
+wait_operator_started "$work/operator.log" 20 || { cat "$work/operator.log" >&2; exit 1; }
 
 now_ms() { date +%s%3N; }
 from_start=()

@@ -18,9 +18,7 @@ step "Starting the local cluster"
 tests/cluster/cluster.sh up
 
 step "Installing the CRDs"
-kubectl apply -k crds/
-kubectl wait --for=condition=Established --timeout=60s \
-  crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
+install_crds
 
 step "Starting the operator (log: .local-cluster/logs/operator.log)"
 # The operator reads plugins from a directory inside .local-cluster, so `make cluster-down`

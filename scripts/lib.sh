@@ -35,3 +35,36 @@ for s in socks:
     s.close()
 PY
 }
+
+# free_slash24 <a.b> <start>: the third octet N of the first a.b.N.0/24, trying N from start
+# (0-255, wrapping), that no route within it or address in it on this host uses yet; fails
+# when there is none.
+free_slash24() {
+  local prefix="$1" start="$2" i n
+  for (( i = 0; i < 256; i++ )); do
+    n=$(( (start + i) % 256 ))
+    if [[ -z "$(ip -4 route show root "${prefix}.${n}.0/24" 2>/dev/null)" ]] \
+        && ! ip -4 -o addr show | grep -qF " ${prefix}.${n}."; then
+      echo "${n}"
+      return 0
+    fi
+  done
+  return 1
+}
+
+# install_crds: the CRDs of crds/ into the current cluster, waiting until they are served.
+install_crds() {
+  kubectl apply -k crds/
+  kubectl wait --for=condition=Established --timeout=60s \
+    crd/workflowgroups.workflow.rxg456.cn crd/workflows.workflow.rxg456.cn >/dev/null
+}
+
+# wait_operator_started <log> <seconds>: until the operator writing <log> says its controllers
+# started; fails after <seconds>.
+wait_operator_started() {
+  local log="$1" deadline=$(( $(date +%s) + $2 ))
+  until grep -q "controllers started" "${log}" 2>/dev/null; do
+    (( $(date +%s) < deadline )) || return 1
+    sleep 0.05
+  done
+}

@@ -373,15 +373,9 @@ host_ip() {
 
 # A /24 for the pods, 10.244.N.0/24 with N from the node's id, moved on past any routed one.
 pod_subnet() {
-  local n=$(( 16#${ID:0:2} )) i
-  for (( i = 0; i < 256; i++ )); do
-    if [[ -z "$(ip -4 route show "10.244.$(( (n + i) % 256 )).0/24" 2>/dev/null)" ]] \
-        && ! ip -4 -o addr show | grep -q " 10\.244\.$(( (n + i) % 256 ))\."; then
-      echo "10.244.$(( (n + i) % 256 )).0/24"
-      return
-    fi
-  done
-  die "no free /24 in 10.244.0.0/16 for the pods"
+  local n
+  n="$(free_slash24 10.244 $(( 16#${ID:0:2} )))" || die "no free /24 in 10.244.0.0/16 for the pods"
+  echo "10.244.${n}.0/24"
 }
 
 # sign <name> <subject> <extensions>: a key and a certificate signed by the cluster's CA.

@@ -17,6 +17,8 @@
 # Addresses: a free 10.250.X.0/24 per DIR, host n at 10.250.X.(4n+2)/30, this machine's side
 # at 10.250.X.(4n+1). Needs root (namespaces, links) and sshd (installed when missing).
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/lib.sh"
 
 die() { echo "target-hosts.sh: error: $*" >&2; exit 1; }
 log() { echo "[target-hosts] $*" >&2; }
@@ -35,19 +37,6 @@ ns_of() { echo "wft-${ID}-$1"; }
 link_of() { echo "wft${ID}h$1"; }
 count() { [[ -f "${DIR}/hosts" ]] && wc -l <"${DIR}/hosts" || echo 0; }
 
-# A /24 in 10.250.0.0/16 that no route or address on this machine uses yet.
-free_block() {
-  local n=$(( 16#${ID:0:2} )) i b
-  for (( i = 0; i < 256; i++ )); do
-    b=$(( (n + i) % 256 ))
-    if [[ -z "$(ip -4 route show "10.250.${b}.0/24" match "10.250.${b}.0/24" 2>/dev/null | grep "10.250.${b}\.")" ]] \
-        && ! ip -4 -o addr show | grep -q " 10\.250\.${b}\."; then
-      echo "${b}"
-      return
-    fi
-  done
-  die "no free /24 in 10.250.0.0/16"
-}
 
 need_tools() {
   [[ "$(id -u)" == 0 ]] || die "needs root (network namespaces)"
@@ -96,7 +85,7 @@ up() {
   : >"${DIR}/known_hosts.tmp"
   : >"${DIR}/hosts.tmp"
   local block n ns link h host_ip
-  block="$(free_block)"
+  block="$(free_slash24 10.250 $(( 16#${ID:0:2} )))" || die "no free /24 in 10.250.0.0/16"
   for (( n = 1; n <= want; n++ )); do
     ns="$(ns_of "${n}")"; link="$(link_of "${n}")"; h="${DIR}/hosts.d/${n}"
     host_ip="10.250.${block}.$(( 4 * n + 2 ))"
