@@ -410,7 +410,9 @@ fn the_operator_rides_out_a_restart_of(what: &str, command: &[&str]) {
     let plugins = plugin_dir(&SEED_TYPES);
     let mut operator = Operator::start(&ns, plugins.path());
     let pid = operator.pid();
-    let mut groups: Vec<String> = (0..4)
+    // Enough groups that work is left when the component stops: four seed groups on kwok
+    // could all complete between the first progress and the stop (`cluster.sh` starting up).
+    let mut groups: Vec<String> = (0..12)
         .map(|i| apply_group(&ns, &format!("group-{i}")))
         .collect();
     wait_progress_beyond(&ns, 0, &mut operator);
