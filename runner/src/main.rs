@@ -89,6 +89,10 @@ struct Args {
     /// Seconds the command may run on a target.
     #[arg(long, env = "WORKFLOW_SSH_COMMAND_TIMEOUT", default_value_t = 300)]
     command_timeout: u64,
+    /// A file sent to the command's standard input on every target (at most 1 MiB), e.g. a
+    /// script from a ConfigMap the pod template mounts; without it the input is empty.
+    #[arg(long, env = "WORKFLOW_SSH_STDIN_FILE")]
+    stdin_file: Option<PathBuf>,
     /// Bytes of one target's output copied to the log; the rest is counted.
     #[arg(long, env = "WORKFLOW_SSH_LOG_LIMIT", default_value_t = 64 * 1024)]
     log_limit: usize,
@@ -184,6 +188,10 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
             other => other.to_string(),
         },
     })?;
+    let stdin = match &args.stdin_file {
+        Some(path) => read_stdin_file(path)?,
+        None => Vec::new(),
+    };
     let targets = read_targets(args)?;
     let session = Session {
         user: args.user.clone(),
@@ -193,8 +201,27 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
         connect_timeout: Duration::from_secs(args.connect_timeout),
         command_timeout: Duration::from_secs(args.command_timeout),
         command,
+        stdin: Arc::new(stdin),
     };
     Ok((session, targets))
+}
+
+/// The most a stdin file may hold: it is sent whole to every target.
+const STDIN_LIMIT: u64 = 1024 * 1024;
+
+fn read_stdin_file(path: &std::path::Path) -> Result<Vec<u8>, Error> {
+    use std::io::Read as _;
+    let failed =
+        |reason: String| Error::Usage(format!("read the stdin file {}: {reason}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| failed(e.to_string()))?;
+    let mut bytes = Vec::new();
+    file.take(STDIN_LIMIT + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| failed(e.to_string()))?;
+    if bytes.len() as u64 > STDIN_LIMIT {
+        return Err(failed(format!("larger than {STDIN_LIMIT} bytes")));
+    }
+    Ok(bytes)
 }
 
 fn read_targets(args: &Args) -> Result<Vec<Target>, Error> {

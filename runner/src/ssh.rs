@@ -38,6 +38,8 @@ pub struct Session {
     pub command_timeout: Duration,
     /// The command, run by `/bin/sh -c` on the target.
     pub command: String,
+    /// Sent as the command's standard input, then end of file (nothing when empty).
+    pub stdin: Arc<Vec<u8>>,
 }
 
 /// Runs the session's command on `target`; never fails: every error is the target's outcome.
@@ -170,9 +172,20 @@ async fn execute(
         .await
         .map_err(|e| format!("open a session channel: {e}"))?;
     channel
-        .exec(true, remote_command(&session.command, target))
+        .exec(true, remote_command(&session.command, target, unix_now()))
         .await
         .map_err(|e| format!("start the command: {e}"))?;
+    // The command's input, then its end, so that a command that reads it does not wait.
+    if !session.stdin.is_empty() {
+        channel
+            .data(&session.stdin[..])
+            .await
+            .map_err(|e| format!("send the command's input: {e}"))?;
+    }
+    channel
+        .eof()
+        .await
+        .map_err(|e| format!("send the command's input: {e}"))?;
     let mut exit = None;
     while let Some(message) = channel.wait().await {
         match message {
@@ -203,16 +216,24 @@ impl Outcome {
 }
 
 /// The command line sent to the target: the step's command for `/bin/sh -c`, with the
-/// target's own name, address and role in its environment (an SSH `env` request would need the
-/// server's `AcceptEnv`).
-pub fn remote_command(command: &str, target: &Target) -> String {
+/// target's own name, address and role in its environment, and the runner's clock
+/// (`WORKFLOW_RUNNER_TIME`, seconds since the Unix epoch, for a check of the target's clock).
+/// An SSH `env` request would need the server's `AcceptEnv`.
+pub fn remote_command(command: &str, target: &Target, now: u64) -> String {
     format!(
-        "WORKFLOW_TARGET_NAME={} WORKFLOW_TARGET_IP={} WORKFLOW_TARGET_ROLE={} exec /bin/sh -c {}",
+        "WORKFLOW_TARGET_NAME={} WORKFLOW_TARGET_IP={} WORKFLOW_TARGET_ROLE={} \
+         WORKFLOW_RUNNER_TIME={now} exec /bin/sh -c {}",
         quote(&target.name),
         quote(&target.ip),
         quote(&target.role),
         quote(command)
     )
+}
+
+fn unix_now() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// `text` as one single-quoted shell word.
@@ -297,8 +318,8 @@ mod tests {
             role: "Master".into(),
         };
         assert_eq!(
-            remote_command("echo 'it''s' $HOME", &target),
-            r"WORKFLOW_TARGET_NAME='node-1' WORKFLOW_TARGET_IP='10.0.0.1' WORKFLOW_TARGET_ROLE='Master' exec /bin/sh -c 'echo '\''it'\'''\''s'\'' $HOME'"
+            remote_command("echo 'it''s' $HOME", &target, 1_700_000_000),
+            r"WORKFLOW_TARGET_NAME='node-1' WORKFLOW_TARGET_IP='10.0.0.1' WORKFLOW_TARGET_ROLE='Master' WORKFLOW_RUNNER_TIME=1700000000 exec /bin/sh -c 'echo '\''it'\'''\''s'\'' $HOME'"
         );
     }
 }

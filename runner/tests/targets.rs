@@ -497,3 +497,60 @@ fn many_targets_run_at_most_parallel_at_a_time() {
     assert!(run.took >= Duration::from_secs(3), "took {:?}", run.took);
     assert!(run.took < Duration::from_secs(8), "took {:?}", run.took);
 }
+
+#[test]
+fn a_stdin_file_is_the_commands_input_on_every_target_and_the_runners_clock_is_in_its_env() {
+    let hosts = Hosts::start(&[2, 3]);
+    let script = hosts.path("configure.sh");
+    std::fs::write(&script, "echo configured $WORKFLOW_TARGET_NAME\n").expect("script");
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock")
+        .as_secs();
+    let run = hosts.run(
+        &[("node-1", 2), ("node-2", 3)],
+        &["--stdin-file", script.to_str().expect("utf-8")],
+        "sh -s; echo clock $WORKFLOW_RUNNER_TIME",
+    );
+    assert_eq!(run.code, Some(0), "{}", run.log);
+    for name in ["node-1", "node-2"] {
+        assert!(
+            run.log.contains(&format!("[{name}] configured {name}")),
+            "{}",
+            run.log
+        );
+    }
+    let clock: u64 = run
+        .log
+        .lines()
+        .find_map(|l| l.strip_prefix("[node-1] clock "))
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or_else(|| panic!("the runner's clock in the log: {}", run.log));
+    assert!(
+        (before..before + 60).contains(&clock),
+        "{clock} is the runner's time"
+    );
+
+    // Without a stdin file the input is empty and closed: a command reading it does not wait.
+    let run = hosts.run(
+        &[("node-1", 2)],
+        &["--command-timeout", "5"],
+        "cat; echo read all",
+    );
+    assert_eq!(run.code, Some(0), "{}", run.report);
+    assert!(run.log.contains("[node-1] read all"), "{}", run.log);
+
+    let missing = hosts.run(
+        &[("node-1", 2)],
+        &["--stdin-file", "/nonexistent/script"],
+        "true",
+    );
+    assert_eq!(missing.code, Some(2), "{}", missing.report);
+    assert!(
+        missing
+            .report
+            .contains("read the stdin file /nonexistent/script"),
+        "{}",
+        missing.report
+    );
+}
