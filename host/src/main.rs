@@ -9,6 +9,7 @@ use kube::runtime::events::Reporter;
 use tracing::info;
 use workflow_model::text::printable;
 use workflow_operator::cli::plugin::PluginCommand;
+use workflow_operator::controllers::workflow::pod::StepDefaults;
 use workflow_operator::controllers::{self, Metrics, OperatorConfig};
 
 /// jemalloc instead of the C library's allocator: glibc keeps much of what a burst freed (the
@@ -73,9 +74,19 @@ struct RunArgs {
     /// Namespace of the leader election Lease (by default the plugin namespace).
     #[arg(long, env = "WORKFLOW_LEADER_ELECTION_NAMESPACE")]
     leader_election_namespace: Option<String>,
-    /// Image of a step's container when the step names none.
-    #[arg(long, env = "WORKFLOW_DEFAULT_IMAGE", default_value = "busybox:1.36")]
+    /// Image of a step's container when the step names none: the step image, with a shell,
+    /// the usual commands and `workflow-runner` (the built-in types' steps need it).
+    #[arg(
+        long,
+        env = "WORKFLOW_DEFAULT_IMAGE",
+        default_value = "workflow-step:dev"
+    )]
     default_image: String,
+    /// A `kubernetes.io/ssh-auth` Secret of the group's namespace mounted (optional) at
+    /// /etc/workflow/ssh in every step pod whose pod template mounts nothing there: the key and
+    /// known hosts `workflow-runner` logs in to the targets with. Empty: none.
+    #[arg(long, env = "WORKFLOW_SSH_SECRET", default_value = "workflow-ssh")]
+    ssh_secret: String,
     /// Address of the health, readiness, metrics and plugins endpoints.
     #[arg(long, env = "WORKFLOW_HTTP_ADDR", default_value = "127.0.0.1:8080")]
     http_addr: std::net::SocketAddr,
@@ -247,7 +258,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             client,
             registry,
             OperatorConfig {
-                default_image: args.default_image,
+                step_defaults: StepDefaults {
+                    image: args.default_image,
+                    ssh_secret: (!args.ssh_secret.is_empty()).then_some(args.ssh_secret),
+                },
                 namespace: args.namespace,
                 concurrent_reconciles: args.concurrent_reconciles,
             },

@@ -79,10 +79,17 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_pods_in_d
         let wf_type = text(r, "/type");
         let wf = get(ns, &format!("wf/{wf_name}"));
         assert_eq!(
-            wf["spec"]["steps"],
+            step_shapes(&wf["spec"]["steps"]),
             seed_steps(wf_type),
             "steps of {wf_type}"
         );
+        for step in wf["spec"]["steps"].as_array().into_iter().flatten() {
+            assert_eq!(
+                text(step, "/command"),
+                "workflow-runner",
+                "{wf_type}'s steps act on the targets"
+            );
+        }
         assert_eq!(
             wf["metadata"]["labels"]["workflow.rxg456.cn/group-name"],
             name

@@ -96,7 +96,15 @@ fn render_prints_the_workflow_the_operator_would_create() {
     let names: Vec<&str> = steps.iter().filter_map(|s| s["name"].as_str()).collect();
     assert_eq!(names, ["validate-nodes", "check-network"]);
     assert_eq!(steps[1]["dependsOn"][0].as_str(), Some("validate-nodes"));
-    assert_eq!(steps[0]["command"].as_str(), Some("validate-nodes.sh"));
+    assert_eq!(steps[0]["command"].as_str(), Some("workflow-runner"));
+    let script = steps[0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|e| e["name"] == "WORKFLOW_SSH_COMMAND")
+        .and_then(|e| e["value"].as_str())
+        .unwrap_or_default();
+    assert!(script.contains("# validate-nodes"), "{script}");
 }
 
 #[test]

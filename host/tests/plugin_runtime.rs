@@ -55,52 +55,69 @@ fn pre_check_describes_itself_and_templates_the_seeds_steps() {
         .template(&sample_context(json!({}), 1_700_000_000))
         .expect("template");
     assert_eq!(
-        steps,
-        vec![
-            step("validate-nodes", "验证节点配置", "validate-nodes.sh", &[]),
-            step(
-                "check-network",
-                "检查网络连接",
-                "check-network.sh",
-                &["validate-nodes"]
-            ),
+        shape(&steps),
+        [
+            ("validate-nodes", "验证节点配置", vec![]),
+            ("check-network", "检查网络连接", vec!["validate-nodes"]),
         ]
     );
+    assert_runs_on_targets(&steps);
+}
+
+/// Name, description and dependencies of each step.
+fn shape(steps: &[Step]) -> Vec<(&str, &str, Vec<&str>)> {
+    steps
+        .iter()
+        .map(|s| {
+            (
+                s.name.as_str(),
+                s.description.as_str(),
+                s.depends_on.iter().map(String::as_str).collect(),
+            )
+        })
+        .collect()
+}
+
+/// Each step runs `workflow-runner` with a script for the targets.
+fn assert_runs_on_targets(steps: &[Step]) {
+    for s in steps {
+        assert_eq!(s.command, "workflow-runner", "{}", s.name);
+        let script = s
+            .env
+            .iter()
+            .find(|e| e.name == "WORKFLOW_SSH_COMMAND")
+            .map(|e| e.value.as_str())
+            .unwrap_or_default();
+        assert!(
+            script.contains(&format!("# {}", s.name)),
+            "{}'s script: {script}",
+            s.name
+        );
+    }
 }
 
 #[test]
 fn setup_and_post_check_template_the_seeds_steps() {
     let ctx = sample_context(json!({}), 1_700_000_000);
+    let setup = load_builtin("setup")
+        .template(&ctx)
+        .expect("setup template");
     assert_eq!(
-        load_builtin("setup")
-            .template(&ctx)
-            .expect("setup template"),
-        vec![
-            step(
-                "install-packages",
-                "安装必要软件包",
-                "install-packages.sh",
-                &[]
-            ),
-            step(
-                "configure-nodes",
-                "配置节点",
-                "configure-nodes.sh",
-                &["install-packages"]
-            ),
+        shape(&setup),
+        [
+            ("install-packages", "安装必要软件包", vec![]),
+            ("configure-nodes", "配置节点", vec!["install-packages"]),
         ]
     );
+    assert_runs_on_targets(&setup);
+    let post = load_builtin("post-check")
+        .template(&ctx)
+        .expect("post-check template");
     assert_eq!(
-        load_builtin("post-check")
-            .template(&ctx)
-            .expect("post-check template"),
-        vec![step(
-            "verify-installation",
-            "验证安装结果",
-            "verify-installation.sh",
-            &[]
-        )]
+        shape(&post),
+        [("verify-installation", "验证安装结果", vec![])]
     );
+    assert_runs_on_targets(&post);
 }
 
 #[test]

@@ -102,6 +102,7 @@ pub mod bindings {
 #[doc(hidden)]
 pub mod __private;
 pub mod log;
+pub mod remote;
 pub mod report;
 #[cfg(target_arch = "wasm32")]
 pub mod stdio;
@@ -123,7 +124,7 @@ pub use serde_json;
 pub mod prelude {
     pub use crate::{
         Context, Deserialize, EnvVar, Error, Gate, Info, JsonSchema, NoParams, Step, StepOutcome,
-        Target, Verdict, WorkflowType, default_verdict, export_workflow_type, log, report,
+        Target, Verdict, WorkflowType, default_verdict, export_workflow_type, log, remote, report,
     };
 }
 

@@ -10,14 +10,15 @@ use kube::runtime::reflector::Store;
 
 use super::error::Backoff;
 use super::metrics::Metrics;
+use super::workflow::pod::StepDefaults;
 use crate::api::Workflow;
 use crate::plugin::PluginRegistry;
 
 /// Settings of the controllers.
 #[derive(Debug, Clone)]
 pub struct OperatorConfig {
-    /// Image of a step's container when the step names none.
-    pub default_image: String,
+    /// What a step pod gets when neither its step nor its pod template says otherwise.
+    pub step_defaults: StepDefaults,
     /// Watch only this namespace; all namespaces when `None`.
     pub namespace: Option<String>,
     /// Reconciles each controller runs at once.

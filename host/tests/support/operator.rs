@@ -457,21 +457,38 @@ pub fn real_node_at_group(
     .to_string()
 }
 
-/// The steps seed 000 gives each type, as the API prints them.
+/// The steps seed 000 gives each type: names, descriptions and dependencies, as the API prints
+/// them (each step's command is the runner with a script: see [`step_shapes`]).
 pub fn seed_steps(workflow_type: &str) -> Value {
     match workflow_type {
         "pre-check" => json!([
-            {"name": "validate-nodes", "description": "验证节点配置", "command": "validate-nodes.sh"},
-            {"name": "check-network", "description": "检查网络连接", "command": "check-network.sh", "dependsOn": ["validate-nodes"]},
+            {"name": "validate-nodes", "description": "验证节点配置"},
+            {"name": "check-network", "description": "检查网络连接", "dependsOn": ["validate-nodes"]},
         ]),
         "setup" => json!([
-            {"name": "install-packages", "description": "安装必要软件包", "command": "install-packages.sh"},
-            {"name": "configure-nodes", "description": "配置节点", "command": "configure-nodes.sh", "dependsOn": ["install-packages"]},
+            {"name": "install-packages", "description": "安装必要软件包"},
+            {"name": "configure-nodes", "description": "配置节点", "dependsOn": ["install-packages"]},
         ]),
         _ => json!([
-            {"name": "verify-installation", "description": "验证安装结果", "command": "verify-installation.sh"},
+            {"name": "verify-installation", "description": "验证安装结果"},
         ]),
     }
+}
+
+/// `steps` (a Workflow's `spec.steps`) with only what [`seed_steps`] lists of each.
+pub fn step_shapes(steps: &Value) -> Value {
+    steps
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            let mut shape = json!({"name": s["name"], "description": s["description"]});
+            if let Some(deps) = s.get("dependsOn") {
+                shape["dependsOn"] = deps.clone();
+            }
+            shape
+        })
+        .collect()
 }
 
 /// The string at `pointer` in `v`, or "".

@@ -9,6 +9,8 @@
 //! | `command` | yes | run by `/bin/sh -c` in the step's container |
 //! | `image` | no | the container image; the operator's default image when absent |
 //! | `timeoutSeconds` | no | the command is stopped (and fails) when it runs longer |
+//! | `onTargets` | no | `true`: run the command on every target over SSH (`workflow-runner`, see [`workflow_plugin_sdk::remote`]) instead of in the step's container |
+//! | `ssh`, `maxFailedTargets`, `minHealthyPercent` | no | with `onTargets`: how to log in, and how many targets may fail |
 //!
 //! ```yaml
 //! spec:
@@ -27,6 +29,7 @@
 //! is the default: exit code 0 is success, anything else fails with the exit code and message.
 
 use workflow_plugin_sdk::prelude::*;
+use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget};
 
 mod rfc3339;
 
@@ -49,6 +52,21 @@ pub struct AtParams {
     #[serde(rename = "timeoutSeconds")]
     #[schemars(rename = "timeoutSeconds", range(min = 1))]
     pub timeout_seconds: Option<u32>,
+    /// Run the command on every target over SSH instead of in the step's container.
+    #[serde(rename = "onTargets", default)]
+    #[schemars(rename = "onTargets")]
+    pub on_targets: bool,
+    /// With `onTargets`: how to log in to the targets.
+    #[serde(default)]
+    pub ssh: SshParams,
+    /// With `onTargets`: at most this many targets may fail.
+    #[serde(rename = "maxFailedTargets")]
+    #[schemars(rename = "maxFailedTargets")]
+    pub max_failed_targets: Option<u32>,
+    /// With `onTargets`: at least this percentage of the targets must succeed.
+    #[serde(rename = "minHealthyPercent")]
+    #[schemars(rename = "minHealthyPercent", range(max = 100))]
+    pub min_healthy_percent: Option<u8>,
 }
 
 impl AtParams {
@@ -103,7 +121,16 @@ impl WorkflowType for At {
     fn template(ctx: &Context<AtParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
         let params = &ctx.params;
-        let mut step = Step::new(STEP_NAME, params.command.clone()).description(format!(
+        let step = if params.on_targets {
+            let budget = TargetBudget {
+                max_failed_targets: params.max_failed_targets,
+                min_healthy_percent: params.min_healthy_percent,
+            };
+            remote::on_targets(STEP_NAME, params.command.clone(), &params.ssh, budget)
+        } else {
+            Step::new(STEP_NAME, params.command.clone())
+        };
+        let mut step = step.description(format!(
             "run the command at the scheduled time ({})",
             params.schedule
         ));
@@ -114,6 +141,14 @@ impl WorkflowType for At {
             step = step.timeout_secs(seconds);
         }
         Ok(vec![step])
+    }
+
+    fn evaluate(step: &Step, outcome: &StepOutcome) -> Verdict {
+        if step.command == remote::RUNNER {
+            remote::verdict(step, outcome)
+        } else {
+            default_verdict(outcome)
+        }
     }
 
     fn gate(_step: &Step, ctx: &Context<AtParams>) -> Gate {
@@ -141,7 +176,40 @@ mod tests {
             command: "echo QAQ".into(),
             image: None,
             timeout_seconds: None,
+            on_targets: false,
+            ssh: SshParams::default(),
+            max_failed_targets: None,
+            min_healthy_percent: None,
         }
+    }
+
+    #[test]
+    fn on_targets_the_command_runs_on_every_target_through_the_runner() {
+        let mut p = params("2016-01-30T21:04:00Z");
+        p.on_targets = true;
+        p.max_failed_targets = Some(1);
+        let steps = At::template(&ctx(p, 0)).unwrap_or_default();
+        assert_eq!(steps[0].command, "workflow-runner");
+        let env: Vec<(&str, &str)> = steps[0]
+            .env
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_str()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                ("WORKFLOW_SSH_COMMAND", "echo QAQ"),
+                ("WORKFLOW_MAX_FAILED_TARGETS", "1")
+            ]
+        );
+        let one_failed = StepOutcome {
+            exit_code: Some(1),
+            message:
+                "targets 3: 2 ok, 1 failed, 0 unreachable\nFAIL n2: exit code 1 after 0.01 s\n"
+                    .into(),
+            ..StepOutcome::default()
+        };
+        assert_eq!(At::evaluate(&steps[0], &one_failed), Verdict::Completed);
     }
 
     fn ctx(params: AtParams, now: i64) -> Context<AtParams> {

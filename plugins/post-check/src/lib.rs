@@ -1,48 +1,136 @@
-//! The `post-check` workflow type: verifies the installation after `setup`. Its step is the
-//! seed's `post-check` template, unchanged:
+//! The `post-check` workflow type: verifies on every target that what setup promised is there.
+//! Its step is the seed's `post-check` template; it logs in to every target over SSH
+//! (`workflow-runner`, see [`workflow_plugin_sdk::remote`]) and checks there:
 //!
-//! | step | description | command | depends on |
+//! | step | description | checks on each target | depends on |
 //! |---|---|---|---|
-//! | `verify-installation` | 验证安装结果 | `verify-installation.sh` | |
+//! | `verify-installation` | 验证安装结果 | `packages` installed, `services` running, `files` present, `commands` on PATH | |
 //!
-//! It takes no parameters.
+//! # Parameters (`spec.params.post-check`), all optional
+//!
+//! | field | default | meaning |
+//! |---|---|---|
+//! | `packages` | `[]` | installed according to the target's package database (dpkg, rpm or apk) |
+//! | `services` | `[]` | active: systemd's `is-active`, else OpenRC's `status`, else a process of that name |
+//! | `files` | `[]` | absolute paths that must exist |
+//! | `commands` | `[]` | commands that must be on the login's PATH |
+//! | `maxFailedTargets`, `minHealthyPercent` | none may fail | how many targets may fail before the step fails |
+//! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles` |
+//!
+//! With nothing asked, the step checks that every target can be logged in to.
+//!
+//! ```yaml
+//! spec:
+//!   workflowSteps: [post-check]
+//!   params:
+//!     post-check:
+//!       packages: [chrony]
+//!       services: [chronyd]
+//!       files: [/etc/chrony/chrony.conf]
+//! ```
 //!
 //! # Success logic
 //!
-//! The step succeeds when its pod succeeds with exit code 0 **and** its termination message
-//! reports no problem. A check reports a problem with one line per target (see
-//! [`workflow_plugin_sdk::report`]), case-insensitively:
-//!
-//! ```text
-//! FAIL <target>: <reason>
-//! UNREACHABLE <target>: <reason>
-//! ```
-//!
-//! Such a step fails with a reason naming every reported target, e.g.
-//! `node-1 failed: kubelet not running`. A non-zero exit fails with the exit code and the
-//! message, e.g. `exit code 1: ...`.
+//! Completed when every target passed, or when the targets that failed are within
+//! `maxFailedTargets` / `minHealthyPercent`; otherwise Failed, naming each failed target and
+//! what it lacks, e.g. `node-1 failed: exit code 1 after 0.03 s: services not running: chronyd`.
 
 use workflow_plugin_sdk::prelude::*;
+use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget, shell_assignments};
+
+const VERIFY_INSTALLATION: &str = include_str!("../scripts/verify-installation.sh");
+
+/// The parameters of a `post-check` workflow.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(
+    crate = "workflow_plugin_sdk::serde",
+    rename_all = "camelCase",
+    deny_unknown_fields,
+    default
+)]
+#[schemars(crate = "workflow_plugin_sdk::schemars")]
+pub struct PostCheckParams {
+    /// Packages that must be installed.
+    #[schemars(inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9.+_:=~-]*$")))]
+    pub packages: Vec<String>,
+    /// Services that must be running.
+    #[schemars(inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9.@_:-]*$")))]
+    pub services: Vec<String>,
+    /// Absolute paths that must exist.
+    #[schemars(inner(regex(pattern = r"^/[^\s]*$")))]
+    pub files: Vec<String>,
+    /// Commands that must be on the login's PATH.
+    #[schemars(inner(regex(pattern = r"^[^\s/][^\s]*$")))]
+    pub commands: Vec<String>,
+    /// At most this many targets may fail.
+    pub max_failed_targets: Option<u32>,
+    /// At least this percentage of the targets must pass.
+    #[schemars(range(max = 100))]
+    pub min_healthy_percent: Option<u8>,
+    /// How to log in to the targets.
+    pub ssh: SshParams,
+}
 
 /// The `post-check` workflow type.
 pub struct PostCheck;
 
+/// `list` joined for a script, or an error naming `field` when an entry is not one word.
+fn words(field: &str, list: &[String]) -> Result<String, Error> {
+    match list.iter().find(|w| {
+        w.is_empty()
+            || w.chars()
+                .any(|c| c.is_whitespace() || "'\"`$;&|<>()\\*?[]".contains(c))
+    }) {
+        Some(bad) => Err(Error::new(format!(
+            "invalid params at `{field}`: {bad:?} must be one word without shell syntax"
+        ))),
+        None => Ok(list.join(" ")),
+    }
+}
+
 impl WorkflowType for PostCheck {
-    type Params = NoParams;
+    type Params = PostCheckParams;
 
     fn info() -> Info {
-        Info::new("post-check", env!("CARGO_PKG_VERSION"))
-            .description("Verifies the installation on every node")
+        Info::new("post-check", env!("CARGO_PKG_VERSION")).description(
+            "Verifies over SSH that every target has the promised packages, services and files",
+        )
     }
 
-    fn template(_ctx: &Context<NoParams>) -> Result<Vec<Step>, Error> {
+    fn validate(p: &PostCheckParams) -> Result<(), Error> {
+        words("packages", &p.packages)?;
+        words("services", &p.services)?;
+        words("files", &p.files)?;
+        words("commands", &p.commands)?;
+        if let Some(bad) = p.files.iter().find(|f| !f.starts_with('/')) {
+            return Err(Error::new(format!(
+                "invalid params at `files`: {bad:?} must be an absolute path"
+            )));
+        }
+        Ok(())
+    }
+
+    fn template(ctx: &Context<PostCheckParams>) -> Result<Vec<Step>, Error> {
+        Self::validate(&ctx.params)?;
+        let p = &ctx.params;
+        let script = shell_assignments(&[
+            ("PACKAGES", words("packages", &p.packages)?),
+            ("SERVICES", words("services", &p.services)?),
+            ("FILES", words("files", &p.files)?),
+            ("COMMANDS", words("commands", &p.commands)?),
+        ]) + VERIFY_INSTALLATION;
+        let budget = TargetBudget {
+            max_failed_targets: p.max_failed_targets,
+            min_healthy_percent: p.min_healthy_percent,
+        };
         Ok(vec![
-            Step::new("verify-installation", "verify-installation.sh").description("验证安装结果"),
+            remote::on_targets("verify-installation", script, &p.ssh, budget)
+                .description("验证安装结果"),
         ])
     }
 
-    fn evaluate(_step: &Step, outcome: &StepOutcome) -> Verdict {
-        report::verdict(outcome)
+    fn evaluate(step: &Step, outcome: &StepOutcome) -> Verdict {
+        remote::verdict(step, outcome)
     }
 }
 
@@ -58,22 +146,71 @@ mod tests {
             exit_code: Some(exit_code),
             message: message.to_owned(),
             attempt: 1,
-            duration_ms: 900,
+            duration_ms: 500,
         }
     }
 
+    fn template(params: PostCheckParams) -> Vec<Step> {
+        PostCheck::template(&Context {
+            params,
+            ..Context::default()
+        })
+        .unwrap_or_default()
+    }
+
+    fn script(step: &Step) -> &str {
+        step.env
+            .iter()
+            .find(|e| e.name == "WORKFLOW_SSH_COMMAND")
+            .map_or("", |e| e.value.as_str())
+    }
+
     #[test]
-    fn template_is_the_seeds_post_check() {
-        let steps = PostCheck::template(&Context::default()).unwrap_or_default();
+    fn the_seeds_step_verifies_on_the_targets() {
+        let steps = template(PostCheckParams::default());
+        assert_eq!(steps.len(), 1);
         assert_eq!(
-            steps,
-            [Step {
-                name: "verify-installation".into(),
-                description: "验证安装结果".into(),
-                command: "verify-installation.sh".into(),
-                ..Step::default()
-            }]
+            (steps[0].name.as_str(), steps[0].description.as_str()),
+            ("verify-installation", "验证安装结果")
         );
+        assert_eq!(steps[0].command, "workflow-runner");
+        assert!(
+            script(&steps[0]).starts_with(
+                "PACKAGES=''\nSERVICES=''\nFILES=''\nCOMMANDS=''\n# verify-installation"
+            )
+        );
+    }
+
+    #[test]
+    fn what_setup_promised_reaches_the_script() {
+        let steps = template(PostCheckParams {
+            packages: vec!["chrony".into()],
+            services: vec!["chronyd".into()],
+            files: vec!["/etc/chrony/chrony.conf".into()],
+            ..PostCheckParams::default()
+        });
+        assert!(script(&steps[0]).starts_with(
+            "PACKAGES='chrony'\nSERVICES='chronyd'\nFILES='/etc/chrony/chrony.conf'\nCOMMANDS=''\n"
+        ));
+    }
+
+    #[test]
+    fn shell_syntax_and_relative_files_are_refused() {
+        let files = PostCheckParams {
+            files: vec!["etc/x".into()],
+            ..PostCheckParams::default()
+        };
+        assert_eq!(
+            PostCheck::validate(&files),
+            Err(Error::new(
+                "invalid params at `files`: \"etc/x\" must be an absolute path"
+            ))
+        );
+        let services = PostCheckParams {
+            services: vec!["a$(reboot)".into()],
+            ..PostCheckParams::default()
+        };
+        assert!(PostCheck::validate(&services).is_err());
     }
 
     #[test]
@@ -82,33 +219,17 @@ mod tests {
     }
 
     #[test]
-    fn reported_failures_fail_the_step_naming_each_target() {
-        let step = Step::new("verify-installation", "verify-installation.sh");
-        let verdict = PostCheck::evaluate(
-            &step,
-            &outcome(
-                0,
-                "FAIL node-1: kubelet not running\nFAIL node-2: containerd missing\n",
-            ),
-        );
+    fn a_target_lacking_something_fails_the_step_naming_it() {
+        let steps = template(PostCheckParams::default());
+        let message = "targets 2: 1 ok, 1 failed, 0 unreachable\n\
+            FAIL node-1: exit code 1 after 0.03 s: services not running: chronyd\nOK node-2 (0.1 s)\n";
         assert_eq!(
-            verdict,
+            PostCheck::evaluate(&steps[0], &outcome(1, message)),
             Verdict::Failed(
-                "node-1 failed: kubelet not running; node-2 failed: containerd missing".into()
+                "1 of 2 targets failed (none may fail): node-1 failed: exit code 1 after 0.03 s: \
+                 services not running: chronyd"
+                    .into()
             )
-        );
-    }
-
-    #[test]
-    fn clean_exit_is_completed_and_nonzero_exit_fails() {
-        let step = Step::new("verify-installation", "verify-installation.sh");
-        assert_eq!(
-            PostCheck::evaluate(&step, &outcome(0, "all good")),
-            Verdict::Completed
-        );
-        assert_eq!(
-            PostCheck::evaluate(&step, &outcome(1, "")),
-            Verdict::Failed("exit code 1".into())
         );
     }
 }

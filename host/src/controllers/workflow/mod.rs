@@ -127,7 +127,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
             &observed,
             plugin.as_ref(),
             &plugin_ref,
-            &ctx.config.default_image,
+            &ctx.config.step_defaults,
             now,
         );
         for pod_name in plan.stop.iter().filter(|p| stopped.insert(p.to_string())) {

@@ -10,7 +10,7 @@ use kube::ResourceExt;
 
 use k8s_openapi::api::core::v1::Pod;
 
-use super::pod::{build_pod, pod_name};
+use super::pod::{StepDefaults, build_pod, pod_name};
 use super::refusal::PodRefusal;
 use super::step::{
     Attempt, StepDecision, StepJudge, StepView, apply_move, decide_step, fmt_time, refused_move,
@@ -168,7 +168,7 @@ pub fn plan_workflow(
     observed: &Observed,
     judge: &dyn StepJudge,
     plugin: &PluginRef,
-    default_image: &str,
+    defaults: &StepDefaults,
     now: Timestamp,
 ) -> WorkflowPlan {
     let old = workflow.status.clone().unwrap_or_default();
@@ -218,7 +218,7 @@ pub fn plan_workflow(
             decided.push(&step.name, decision);
             decided
         });
-    summarize(workflow, plan, decided, default_image, now)
+    summarize(workflow, plan, decided, defaults, now)
 }
 
 /// The steps decided so far, in dependency order.
@@ -314,7 +314,7 @@ fn summarize(
     workflow: &Workflow,
     mut plan: WorkflowPlan,
     decided: Decided<'_>,
-    default_image: &str,
+    defaults: &StepDefaults,
     now: Timestamp,
 ) -> WorkflowPlan {
     let steps = &decided.steps;
@@ -327,7 +327,7 @@ fn summarize(
             Some(StepPod {
                 step: name.to_string(),
                 attempt,
-                pod: build_pod(workflow, step, attempt, default_image),
+                pod: build_pod(workflow, step, attempt, defaults),
                 ready_since: d.effects.ready_since,
             })
         })
@@ -693,7 +693,14 @@ mod tests {
             attempts: attempts.clone(),
             ..Observed::default()
         };
-        plan_workflow(wf, &observed, judge, &plugin_ref(), "busybox:1.36", now())
+        plan_workflow(
+            wf,
+            &observed,
+            judge,
+            &plugin_ref(),
+            &StepDefaults::image("busybox:1.36"),
+            now(),
+        )
     }
 
     fn plan_refused(wf: &Workflow, attempts: &Attempts, refused: &[(&str, &str)]) -> WorkflowPlan {
@@ -709,7 +716,7 @@ mod tests {
             &observed,
             &Judge::new(),
             &plugin_ref(),
-            "busybox:1.36",
+            &StepDefaults::image("busybox:1.36"),
             now(),
         )
     }
@@ -1205,7 +1212,7 @@ mod tests {
             &observed,
             &judge,
             &plugin_ref(),
-            "busybox:1.36",
+            &StepDefaults::image("busybox:1.36"),
             now(),
         );
         assert!(plan.create.is_empty());

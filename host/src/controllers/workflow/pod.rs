@@ -14,7 +14,7 @@ use std::collections::btree_map::Entry;
 use k8s_openapi::api::core::v1::{
     Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerState,
     ContainerStateTerminated, ContainerStatus, EnvVar, Pod, PodSecurityContext, PodSpec, PodStatus,
-    SeccompProfile, SecurityContext, Volume, VolumeMount,
+    SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
@@ -30,6 +30,32 @@ use crate::render::{bounded_name, short_hash};
 
 /// Name of the single container of a step's pod.
 pub const CONTAINER: &str = "step";
+
+/// Where `workflow-runner` looks for its SSH key and known hosts.
+pub const SSH_DIR: &str = "/etc/workflow/ssh";
+/// Name of the volume of the default SSH Secret.
+const SSH_VOLUME: &str = "workflow-ssh";
+
+/// What a step pod gets when neither its step nor its pod template says otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepDefaults {
+    /// The image of a step that names none (the step image, with `workflow-runner`).
+    pub image: String,
+    /// A `kubernetes.io/ssh-auth` Secret of the group's namespace mounted at [`SSH_DIR`] when
+    /// the pod template mounts nothing there; optional, so a step that needs no SSH still runs
+    /// where it does not exist.
+    pub ssh_secret: Option<String>,
+}
+
+impl StepDefaults {
+    /// Defaults of `image` and no SSH Secret.
+    pub fn image(image: &str) -> Self {
+        StepDefaults {
+            image: image.into(),
+            ssh_secret: None,
+        }
+    }
+}
 
 /// Annotation the operator puts on its cached copy of a step pod (never on the pod itself):
 /// when its watch delivered the pod finished. The start of the next step is timed from it.
@@ -170,7 +196,7 @@ fn targets_json(targets: &[Target]) -> String {
 /// the kubelet when it runs longer than the step's timeout. The Workflow's pod template gives
 /// it what real work needs (service account, Secrets, placement, resources); without a
 /// security context of its own it passes the `restricted` Pod Security Standard.
-pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, default_image: &str) -> Pod {
+pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &StepDefaults) -> Pod {
     let labels = pod_labels(workflow, &step.name, attempt);
     let template = workflow.spec.pod_template.clone().unwrap_or_default();
     let targets = &workflow.spec.targets;
@@ -251,6 +277,29 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, default_image: 
             .filter(|m| m.mount_path != TARGETS_DIR)
             .cloned(),
     );
+    let ssh_mounted = |path: &str| path.trim_end_matches('/') == SSH_DIR;
+    if let Some(secret) = &defaults.ssh_secret
+        && !mounts.iter().any(|m| ssh_mounted(&m.mount_path))
+        && !volumes.iter().any(|v| v.name == SSH_VOLUME)
+    {
+        volumes.push(Volume {
+            name: SSH_VOLUME.into(),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(secret.clone()),
+                optional: Some(true),
+                // The step's group (fsGroup) reads the key; no one else.
+                default_mode: Some(0o440),
+                ..SecretVolumeSource::default()
+            }),
+            ..Volume::default()
+        });
+        mounts.push(VolumeMount {
+            name: SSH_VOLUME.into(),
+            mount_path: SSH_DIR.into(),
+            read_only: Some(true),
+            ..VolumeMount::default()
+        });
+    }
 
     Pod {
         metadata: ObjectMeta {
@@ -280,7 +329,7 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, default_image: 
             volumes: Some(volumes),
             containers: vec![Container {
                 name: CONTAINER.into(),
-                image: Some(step.image.clone().unwrap_or_else(|| default_image.into())),
+                image: Some(step.image.clone().unwrap_or_else(|| defaults.image.clone())),
                 command: Some(vec!["/bin/sh".into(), "-c".into(), step.command.clone()]),
                 env: Some(env),
                 env_from: (!template.env_from.is_empty()).then_some(template.env_from),
@@ -545,7 +594,7 @@ mod tests {
     /// The pod of `attempt` of `step`, created at second 1000, in `phase` with `status`.
     fn pod(wf: &Workflow, step: &str, attempt: u32, phase: &str, status: PodStatus) -> Pod {
         let step = wf.spec.steps.iter().find(|s| s.name == step).unwrap();
-        let mut pod = build_pod(wf, step, attempt, "busybox");
+        let mut pod = build_pod(wf, step, attempt, &StepDefaults::image("busybox"));
         pod.metadata.creation_timestamp = Some(Time(at(1000)));
         pod.status = Some(PodStatus {
             phase: Some(phase.into()),
@@ -575,7 +624,12 @@ mod tests {
     #[test]
     fn a_step_pod_runs_the_command_owned_by_its_workflow_and_never_restarts() {
         let wf = workflow();
-        let pod = build_pod(&wf, &wf.spec.steps[1], 2, "busybox:1.36");
+        let pod = build_pod(
+            &wf,
+            &wf.spec.steps[1],
+            2,
+            &StepDefaults::image("busybox:1.36"),
+        );
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(spec.restart_policy.as_deref(), Some("Never"));
         assert_eq!(spec.active_deadline_seconds, Some(60));
@@ -609,7 +663,12 @@ mod tests {
     #[test]
     fn without_a_template_a_step_pod_passes_the_restricted_pod_security_standard() {
         let wf = workflow();
-        let pod = build_pod(&wf, &wf.spec.steps[0], 1, "busybox:1.36");
+        let pod = build_pod(
+            &wf,
+            &wf.spec.steps[0],
+            1,
+            &StepDefaults::image("busybox:1.36"),
+        );
         let spec = pod.spec.as_ref().unwrap();
         let security = spec.security_context.as_ref().unwrap();
         assert_eq!(security.run_as_non_root, Some(true));
@@ -628,6 +687,68 @@ mod tests {
         assert_eq!(container.privileged, None);
         assert_eq!(spec.automount_service_account_token, Some(false));
         assert_eq!(spec.service_account_name, None);
+    }
+
+    #[test]
+    fn the_default_ssh_secret_is_mounted_optionally_unless_the_template_mounts_its_own() {
+        let defaults = StepDefaults {
+            image: "workflow-step:dev".into(),
+            ssh_secret: Some("workflow-ssh".into()),
+        };
+        let mut wf = workflow();
+        let pod = build_pod(&wf, &wf.spec.steps[0], 1, &defaults);
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(
+            spec.containers[0].image.as_deref(),
+            Some("workflow-step:dev")
+        );
+        let volume = spec
+            .volumes
+            .iter()
+            .flatten()
+            .find(|v| v.name == SSH_VOLUME)
+            .expect("the default SSH Secret's volume");
+        let secret = volume.secret.as_ref().unwrap();
+        assert_eq!(
+            (
+                secret.secret_name.as_deref(),
+                secret.optional,
+                secret.default_mode
+            ),
+            (Some("workflow-ssh"), Some(true), Some(0o440))
+        );
+        let mount = spec.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .find(|m| m.name == SSH_VOLUME)
+            .expect("mounted");
+        assert_eq!(
+            (mount.mount_path.as_str(), mount.read_only),
+            (SSH_DIR, Some(true))
+        );
+
+        // A pod template that mounts its own Secret there gets only its own.
+        wf.spec.pod_template = Some(
+            serde_json::from_value(serde_json::json!({
+                "volumes": [{"name": "ssh", "secret": {"secretName": "node-ssh"}}],
+                "volumeMounts": [{"name": "ssh", "mountPath": "/etc/workflow/ssh/", "readOnly": true}],
+            }))
+            .unwrap(),
+        );
+        let pod = build_pod(&wf, &wf.spec.steps[0], 1, &defaults);
+        let spec = pod.spec.as_ref().unwrap();
+        let mounts: Vec<&str> = spec.containers[0]
+            .volume_mounts
+            .iter()
+            .flatten()
+            .map(|m| m.name.as_str())
+            .collect();
+        assert_eq!(mounts, ["workflow-targets", "ssh"]);
+
+        // No default Secret configured: nothing is mounted.
+        let pod = build_pod(&workflow(), &wf.spec.steps[0], 1, &StepDefaults::image("x"));
+        assert_eq!(pod.spec.unwrap().volumes.unwrap().len(), 1);
     }
 
     #[test]
@@ -652,7 +773,12 @@ mod tests {
             }))
             .unwrap(),
         );
-        let pod = build_pod(&wf, &wf.spec.steps[0], 1, "busybox:1.36");
+        let pod = build_pod(
+            &wf,
+            &wf.spec.steps[0],
+            1,
+            &StepDefaults::image("busybox:1.36"),
+        );
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(spec.service_account_name.as_deref(), Some("node-ops"));
         assert_eq!(spec.automount_service_account_token, Some(true));
@@ -731,7 +857,7 @@ mod tests {
             ip: "192.168.1.101".into(),
             role: "Master".into(),
         }];
-        let small = build_pod(&wf, &wf.spec.steps[0], 1, "busybox");
+        let small = build_pod(&wf, &wf.spec.steps[0], 1, &StepDefaults::image("busybox"));
         let env = env_of(&small);
         assert_eq!(env["WORKFLOW_TARGET_NAMES"].as_deref(), Some("node-1"));
         assert_eq!(env["WORKFLOW_TARGET_COUNT"].as_deref(), Some("1"));
@@ -744,7 +870,7 @@ mod tests {
                 role: "Worker".into(),
             })
             .collect();
-        let large = build_pod(&wf, &wf.spec.steps[0], 1, "busybox");
+        let large = build_pod(&wf, &wf.spec.steps[0], 1, &StepDefaults::image("busybox"));
         let env = env_of(&large);
         assert_eq!(env["WORKFLOW_TARGET_COUNT"].as_deref(), Some("5000"));
         assert!(!env.contains_key("WORKFLOW_TARGETS"));

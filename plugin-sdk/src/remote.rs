@@ -1,0 +1,437 @@
+//! Steps that act on the targets themselves, over SSH.
+//!
+//! Such a step runs `workflow-runner` (in the operator's step image, `workflow-step`): it logs
+//! in to each of the Workflow's targets, a bounded number at a time, runs a shell script there
+//! and reports per target in the step's termination message:
+//!
+//! ```text
+//! targets 3: 1 ok, 1 failed, 1 unreachable
+//! FAIL node-2: exit code 1 after 0.20 s: disk: 512 MiB free on /, need 1024
+//! UNREACHABLE node-3: connect 10.0.0.3:22: Connection refused (os error 111)
+//! OK node-1 (0.21 s)
+//! ```
+//!
+//! [`on_targets`] builds the step from a script and the type's [`SshParams`]; [`verdict`]
+//! judges it, allowing as many failed targets as the step's [`TargetBudget`] says. The
+//! credentials are not the plugin's business: the runner reads a `kubernetes.io/ssh-auth`
+//! Secret mounted at `/etc/workflow/ssh` (by default the Secret `workflow-ssh` of the group's
+//! namespace; another one with the group's pod template).
+//!
+//! ```
+//! use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget};
+//! use workflow_plugin_sdk::{StepOutcome, Verdict};
+//!
+//! let budget = TargetBudget { max_failed_targets: Some(1), ..TargetBudget::default() };
+//! let step = remote::on_targets("disk", "df -P /", &SshParams::default(), budget);
+//! assert_eq!(step.command, "workflow-runner");
+//!
+//! let outcome = StepOutcome {
+//!     exit_code: Some(1),
+//!     message: "targets 3: 2 ok, 1 failed, 0 unreachable\nFAIL n2: exit code 1 after 0.10 s: full\n".into(),
+//!     ..StepOutcome::default()
+//! };
+//! assert_eq!(remote::verdict(&step, &outcome), Verdict::Completed);
+//! ```
+
+use crate::report::{self, Problem, problems};
+use crate::types::{Step, StepOutcome, Verdict, quote};
+use schemars::JsonSchema;
+use serde::Deserialize;
+
+/// The runner's name in the step image.
+pub const RUNNER: &str = "workflow-runner";
+/// The step's environment variable holding the script the runner runs on every target.
+pub const COMMAND_ENV: &str = "WORKFLOW_SSH_COMMAND";
+/// The step's environment variable holding [`TargetBudget::max_failed_targets`].
+pub const MAX_FAILED_ENV: &str = "WORKFLOW_MAX_FAILED_TARGETS";
+/// The step's environment variable holding [`TargetBudget::min_healthy_percent`].
+pub const MIN_HEALTHY_ENV: &str = "WORKFLOW_MIN_HEALTHY_PERCENT";
+
+/// How the runner reaches the targets: the `ssh` object of a type's params. Every field is
+/// optional; the runner's defaults apply.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SshParams {
+    /// The user to log in as (default `root`); another user needs passwordless `sudo` for
+    /// steps that change the machine.
+    #[schemars(length(min = 1, max = 64))]
+    pub user: Option<String>,
+    /// The targets' SSH port (default 22).
+    #[schemars(range(min = 1))]
+    pub port: Option<u16>,
+    /// How many targets are worked on at once (default 16).
+    #[schemars(range(min = 1, max = 1000))]
+    pub parallel: Option<u32>,
+    /// Seconds to connect, check the host key and log in, per target (default 10).
+    #[schemars(range(min = 1, max = 3600))]
+    pub connect_timeout_seconds: Option<u32>,
+    /// Seconds the script may run on one target (default 300).
+    #[schemars(range(min = 1, max = 86400))]
+    pub command_timeout_seconds: Option<u32>,
+    /// `known-hosts` (default: a target's host key must be in the Secret's `known_hosts`) or
+    /// `accept-any` (trust any key: no protection from a machine in the middle).
+    pub host_key_policy: Option<HostKeyPolicy>,
+    /// Only the targets of these roles (ignoring case); all targets when empty.
+    #[serde(default)]
+    pub roles: Vec<String>,
+}
+
+/// Which host keys the runner trusts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum HostKeyPolicy {
+    /// Only keys listed in `known_hosts`, by address or name.
+    KnownHosts,
+    /// Any key.
+    AcceptAny,
+}
+
+/// How many of a step's targets may fail (or be unreachable) before the step fails. Both
+/// unset: none may. With both, a step must satisfy both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetBudget {
+    /// At most this many targets may fail.
+    pub max_failed_targets: Option<u32>,
+    /// At least this percentage of the targets must succeed.
+    #[schemars(range(max = 100))]
+    pub min_healthy_percent: Option<u8>,
+}
+
+impl TargetBudget {
+    /// The budget [`on_targets`] wrote into `step` (none when it wrote none).
+    pub fn of_step(step: &Step) -> Self {
+        let read = |name: &str| {
+            step.env
+                .iter()
+                .find(|e| e.name == name)
+                .and_then(|e| e.value.trim().parse().ok())
+        };
+        TargetBudget {
+            max_failed_targets: read(MAX_FAILED_ENV),
+            min_healthy_percent: read(MIN_HEALTHY_ENV).map(|p: u32| p.min(100) as u8),
+        }
+    }
+
+    /// Whether `bad` failed targets of `total` are within the budget.
+    ///
+    /// ```
+    /// use workflow_plugin_sdk::remote::TargetBudget;
+    ///
+    /// let percent = TargetBudget { min_healthy_percent: Some(90), ..TargetBudget::default() };
+    /// assert!(percent.allows(1, 10));
+    /// assert!(!percent.allows(2, 10));
+    /// assert!(!TargetBudget::default().allows(1, 10));
+    /// ```
+    pub fn allows(&self, bad: u32, total: u32) -> bool {
+        let by_count = bad <= self.max_failed_targets.unwrap_or(0);
+        let by_percent = self.min_healthy_percent.is_none_or(|min| {
+            let healthy = u64::from(total.saturating_sub(bad));
+            healthy * 100 >= u64::from(min) * u64::from(total)
+        });
+        match (self.max_failed_targets, self.min_healthy_percent) {
+            (None, Some(_)) => by_percent,
+            _ => by_count && by_percent,
+        }
+    }
+
+    fn describe(&self) -> String {
+        match (self.max_failed_targets, self.min_healthy_percent) {
+            (None, None) => "none may fail".into(),
+            (Some(n), None) => format!("at most {n} may fail"),
+            (None, Some(p)) => format!("at least {p}% must succeed"),
+            (Some(n), Some(p)) => format!("at most {n} may fail and at least {p}% must succeed"),
+        }
+    }
+}
+
+/// A step named `name` that runs `script` with `/bin/sh -c` on each target (as the SSH user,
+/// with `WORKFLOW_TARGET_NAME`, `WORKFLOW_TARGET_IP`, `WORKFLOW_TARGET_ROLE` and
+/// `WORKFLOW_RUNNER_TIME` in its environment). The script's last line of output is the reason
+/// shown for a target where it exits non-zero.
+pub fn on_targets(
+    name: impl Into<String>,
+    script: impl Into<String>,
+    ssh: &SshParams,
+    budget: TargetBudget,
+) -> Step {
+    let mut step = Step::new(name, RUNNER).env(COMMAND_ENV, script);
+    let mut set = |var: &str, value: Option<String>| {
+        if let Some(value) = value {
+            step.env.push(crate::EnvVar {
+                name: var.into(),
+                value,
+            });
+        }
+    };
+    set("WORKFLOW_SSH_USER", ssh.user.clone());
+    set("WORKFLOW_SSH_PORT", ssh.port.map(|p| p.to_string()));
+    set("WORKFLOW_SSH_PARALLEL", ssh.parallel.map(|p| p.to_string()));
+    set(
+        "WORKFLOW_SSH_CONNECT_TIMEOUT",
+        ssh.connect_timeout_seconds.map(|s| s.to_string()),
+    );
+    set(
+        "WORKFLOW_SSH_COMMAND_TIMEOUT",
+        ssh.command_timeout_seconds.map(|s| s.to_string()),
+    );
+    set(
+        "WORKFLOW_SSH_HOST_KEY_POLICY",
+        ssh.host_key_policy.map(|p| {
+            match p {
+                HostKeyPolicy::KnownHosts => "known-hosts",
+                HostKeyPolicy::AcceptAny => "accept-any",
+            }
+            .to_owned()
+        }),
+    );
+    set(
+        "WORKFLOW_SSH_ROLES",
+        (!ssh.roles.is_empty()).then(|| ssh.roles.join(",")),
+    );
+    set(
+        MAX_FAILED_ENV,
+        budget.max_failed_targets.map(|n| n.to_string()),
+    );
+    set(
+        MIN_HEALTHY_ENV,
+        budget.min_healthy_percent.map(|p| p.to_string()),
+    );
+    step
+}
+
+/// The runner's report, read from a termination message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TargetReport<'a> {
+    /// Targets the step worked on.
+    pub total: u32,
+    /// Targets where the script succeeded.
+    pub ok: u32,
+    /// Targets where it ran and failed (or timed out).
+    pub failed: u32,
+    /// Targets it could not log in to.
+    pub unreachable: u32,
+    /// The `FAIL` and `UNREACHABLE` lines that fitted in the message.
+    pub problems: Vec<Problem<'a>>,
+}
+
+/// The runner's report in `message`, when the message is one: its first line is
+/// `targets N: A ok, B failed, C unreachable`.
+///
+/// ```
+/// use workflow_plugin_sdk::remote::target_report;
+///
+/// let report = target_report("targets 2: 1 ok, 0 failed, 1 unreachable\nUNREACHABLE n2: refused\nOK n1 (0.1 s)").unwrap();
+/// assert_eq!((report.total, report.unreachable, report.problems[0].target), (2, 1, "n2"));
+/// assert!(target_report("exit code 2: no key").is_none());
+/// ```
+pub fn target_report(message: &str) -> Option<TargetReport<'_>> {
+    let first = message.lines().next()?.trim();
+    let rest = first.strip_prefix("targets ")?;
+    let (total, counts) = rest.split_once(':')?;
+    let mut report = TargetReport {
+        total: total.trim().parse().ok()?,
+        ok: 0,
+        failed: 0,
+        unreachable: 0,
+        problems: problems(message),
+    };
+    for part in counts.split(',') {
+        let (n, what) = part.trim().split_once(' ')?;
+        let n: u32 = n.parse().ok()?;
+        match what.trim() {
+            "ok" => report.ok = n,
+            "failed" => report.failed = n,
+            "unreachable" => report.unreachable = n,
+            _ => return None,
+        }
+    }
+    Some(report)
+}
+
+/// Judges an attempt of a step built by [`on_targets`]: Completed when every target succeeded,
+/// or when the targets that failed are within the step's [`TargetBudget`]; Failed otherwise,
+/// naming the failed targets and why. A runner that could not run at all (no key, no targets)
+/// fails with its own words.
+pub fn verdict(step: &Step, outcome: &StepOutcome) -> Verdict {
+    let Some(found) = target_report(&outcome.message) else {
+        return report::verdict(outcome);
+    };
+    let bad = found.failed + found.unreachable;
+    let budget = TargetBudget::of_step(step);
+    if bad == 0 && outcome.exit_code.is_none_or(|c| c == 0) {
+        return Verdict::Completed;
+    }
+    if bad > 0 && budget.allows(bad, found.total) {
+        return Verdict::Completed;
+    }
+    if bad == 0 {
+        return report::verdict(outcome);
+    }
+    let named: Vec<String> = found.problems.iter().map(ToString::to_string).collect();
+    let unnamed = (bad as usize).saturating_sub(named.len());
+    let mut reason = format!(
+        "{bad} of {} targets failed ({}): {}",
+        found.total,
+        budget.describe(),
+        named.join("; ")
+    );
+    if unnamed > 0 {
+        reason.push_str(&format!("; and {unnamed} more"));
+    }
+    Verdict::Failed(quote(&reason))
+}
+
+/// `text` as one single-quoted shell word, for values a plugin puts into a script.
+///
+/// ```
+/// assert_eq!(workflow_plugin_sdk::remote::shell_quote("it's"), r"'it'\''s'");
+/// ```
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
+/// `name='value'` lines, one per pair: the parameters a script reads, set at its top.
+///
+/// ```
+/// use workflow_plugin_sdk::remote::shell_assignments;
+/// assert_eq!(shell_assignments(&[("MIN_DISK_MIB", "1024".into())]), "MIN_DISK_MIB='1024'\n");
+/// ```
+pub fn shell_assignments(pairs: &[(&str, String)]) -> String {
+    pairs
+        .iter()
+        .map(|(name, value)| format!("{name}={}\n", shell_quote(value)))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn outcome(code: i32, message: &str) -> StepOutcome {
+        StepOutcome {
+            succeeded: code == 0,
+            exit_code: Some(code),
+            message: message.into(),
+            attempt: 1,
+            duration_ms: 100,
+        }
+    }
+
+    const ONE_OF_TEN: &str = "targets 10: 9 ok, 1 failed, 0 unreachable\n\
+        FAIL n7: exit code 1 after 0.10 s: disk: 10 MiB free on /, need 1024\nOK n1 (0.1 s)\n";
+
+    #[test]
+    fn the_step_runs_the_runner_with_the_script_and_only_the_options_given() {
+        let ssh = SshParams {
+            user: Some("ops".into()),
+            parallel: Some(4),
+            host_key_policy: Some(HostKeyPolicy::AcceptAny),
+            roles: vec!["Worker".into(), "Master".into()],
+            ..SshParams::default()
+        };
+        let step = on_targets("check", "uname -s", &ssh, TargetBudget::default());
+        assert_eq!(step.command, "workflow-runner");
+        let env: Vec<(&str, &str)> = step
+            .env
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_str()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                ("WORKFLOW_SSH_COMMAND", "uname -s"),
+                ("WORKFLOW_SSH_USER", "ops"),
+                ("WORKFLOW_SSH_PARALLEL", "4"),
+                ("WORKFLOW_SSH_HOST_KEY_POLICY", "accept-any"),
+                ("WORKFLOW_SSH_ROLES", "Worker,Master"),
+            ]
+        );
+    }
+
+    #[test]
+    fn one_failed_target_of_ten_is_completed_within_max_failed_targets_one() {
+        let budget = TargetBudget {
+            max_failed_targets: Some(1),
+            ..TargetBudget::default()
+        };
+        let step = on_targets("s", "true", &SshParams::default(), budget);
+        assert_eq!(TargetBudget::of_step(&step), budget);
+        assert_eq!(verdict(&step, &outcome(1, ONE_OF_TEN)), Verdict::Completed);
+    }
+
+    #[test]
+    fn a_failed_target_beyond_the_budget_fails_the_step_naming_it() {
+        let step = on_targets("s", "true", &SshParams::default(), TargetBudget::default());
+        assert_eq!(
+            verdict(&step, &outcome(1, ONE_OF_TEN)),
+            Verdict::Failed(
+                "1 of 10 targets failed (none may fail): n7 failed: exit code 1 after 0.10 s: \
+                 disk: 10 MiB free on /, need 1024"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn min_healthy_percent_counts_unreachable_targets_too() {
+        let budget = TargetBudget {
+            min_healthy_percent: Some(80),
+            ..TargetBudget::default()
+        };
+        let step = on_targets("s", "true", &SshParams::default(), budget);
+        let two_bad = "targets 10: 8 ok, 1 failed, 1 unreachable\nFAIL a: x\nUNREACHABLE b: y\n";
+        assert_eq!(verdict(&step, &outcome(1, two_bad)), Verdict::Completed);
+        let three_bad = "targets 10: 7 ok, 1 failed, 2 unreachable\nFAIL a: x\nUNREACHABLE b: y\n";
+        assert_eq!(
+            verdict(&step, &outcome(1, three_bad)),
+            Verdict::Failed(
+                "3 of 10 targets failed (at least 80% must succeed): a failed: x; b unreachable: y; \
+                 and 1 more"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn a_runner_that_could_not_run_fails_with_its_words_whatever_the_budget() {
+        let budget = TargetBudget {
+            max_failed_targets: Some(100),
+            ..TargetBudget::default()
+        };
+        let step = on_targets("s", "true", &SshParams::default(), budget);
+        assert_eq!(
+            verdict(&step, &outcome(2, "workflow-runner: no usable SSH key at /etc/workflow/ssh/ssh-privatekey: x\n")),
+            Verdict::Failed(
+                "exit code 2: workflow-runner: no usable SSH key at /etc/workflow/ssh/ssh-privatekey: x"
+                    .into()
+            )
+        );
+    }
+
+    #[test]
+    fn every_target_ok_is_completed() {
+        let step = on_targets("s", "true", &SshParams::default(), TargetBudget::default());
+        let all_ok = "targets 2: 2 ok, 0 failed, 0 unreachable\nOK a (0.1 s)\nOK b (0.1 s)\n";
+        assert_eq!(verdict(&step, &outcome(0, all_ok)), Verdict::Completed);
+    }
+
+    #[test]
+    fn the_report_parses_and_other_messages_are_not_reports() {
+        let report = target_report(ONE_OF_TEN).expect("a report");
+        assert_eq!(
+            (report.total, report.ok, report.failed, report.unreachable),
+            (10, 9, 1, 0)
+        );
+        assert_eq!(report.problems.len(), 1);
+        for other in [
+            "",
+            "targets",
+            "targets x: 1 ok",
+            "targets 2: 1 ok, 1 lost",
+            "OK",
+        ] {
+            assert!(target_report(other).is_none(), "{other:?}");
+        }
+    }
+}
