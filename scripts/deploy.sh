@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs workflow-operator into the current cluster from the kustomize base in deploy/,
 # with the image IMG (default workflow-operator:dev) and the built-in plugins of
-# deploy/plugins/ (copied there by `make deploy-plugins`).
+# deploy/plugins/ (copied there by `make deploy-plugins`). Steps run in the step image beside
+# it: STEP_IMG, by default workflow-step with IMG's registry and tag (workflow-step:dev).
 #
 # Server-side apply: a plugin ConfigMap is larger than the 256 KiB that client-side apply's
 # last-applied annotation can hold.
@@ -26,6 +27,9 @@ if [[ "$last" == *:* ]]; then
   tag="${last##*:}"
   name="${name%:*}"
 fi
+step_name=workflow-step
+[[ "$name" == */* ]] && step_name="${name%/*}/workflow-step"
+STEP_IMG="${STEP_IMG:-$step_name:${tag:-latest}}"
 
 # The local cluster's real node (a node labelled workflow.rxg456.cn/node=real): the image goes
 # into its containerd, as no registry is reachable there, and the pods go to it.
@@ -35,6 +39,7 @@ if [ -n "$real_node" ]; then
   [ -f "$archive" ] || { echo "deploy: no $archive: run make image first" >&2; exit 1; }
   [ "$IMG" = workflow-operator:dev ] || { echo "deploy: the local cluster's real node only has workflow-operator:dev (make image)" >&2; exit 1; }
   tests/cluster/node.sh import-image "$archive"
+  [ ! -f target/image/workflow-step.tar ] || tests/cluster/node.sh import-image target/image/workflow-step.tar
   echo "deploy: the local cluster: the operator's pods go to its real node ($real_node)"
 fi
 
@@ -50,7 +55,12 @@ base="$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2
   echo "  newName: \"$name\""
   [ -n "$tag" ] && echo "  newTag: \"$tag\""
   [ -n "$digest" ] && echo "  digest: \"$digest\""
-  [ -n "${WATCH_NAMESPACE:-}$real_node" ] && echo "patches:"
+  echo "patches:"
+  echo "- target: {kind: Deployment, name: workflow-operator}"
+  echo "  patch: |-"
+  echo "    - op: add"
+  echo "      path: /spec/template/spec/containers/0/env/-"
+  echo "      value: {name: WORKFLOW_DEFAULT_IMAGE, value: \"$STEP_IMG\"}"
   if [ -n "${WATCH_NAMESPACE:-}" ]; then
     echo "- target: {kind: Deployment, name: workflow-operator}"
     echo "  patch: |-"

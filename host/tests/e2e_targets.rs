@@ -41,6 +41,44 @@ impl TargetHosts {
         script(&["stop", path(self.dir.path()), &n.to_string()]);
     }
 
+    /// Host `n` accepts connections but never answers (a stalled handshake).
+    fn hang(&self, n: usize) {
+        script(&["hang", path(self.dir.path()), &n.to_string()]);
+    }
+
+    /// Runs `command` (`sh -c`) inside host `n` (its network, mount namespace and root).
+    fn exec(&self, n: usize, command: &str) -> std::process::Output {
+        Command::new(repo_root().join("tests/cluster/target-hosts.sh"))
+            .args([
+                "exec",
+                path(self.dir.path()),
+                &n.to_string(),
+                "sh",
+                "-c",
+                command,
+            ])
+            .output()
+            .expect("run target-hosts.sh exec")
+    }
+
+    /// Creates the Secret `name` in `ns` with `key` and the hosts' known hosts.
+    fn secret(&self, cluster: &workflow_e2e::Cluster, ns: &str, name: &str, key: &Path) {
+        cluster.kubectl_ok(&[
+            "-n",
+            ns,
+            "create",
+            "secret",
+            "generic",
+            name,
+            "--type=kubernetes.io/ssh-auth",
+            &format!("--from-file=ssh-privatekey={}", path(key)),
+            &format!(
+                "--from-file=known_hosts={}",
+                path(&self.file("known_hosts"))
+            ),
+        ]);
+    }
+
     fn file(&self, name: &str) -> PathBuf {
         self.dir.path().join(name)
     }
@@ -206,5 +244,269 @@ fn steps_act_on_each_target_over_ssh_with_a_secrets_key_and_a_host_that_is_down_
     assert!(
         message.contains("OK host-1"),
         "and the one that was fine: {message}"
+    );
+}
+
+/// A group running `types` on `targets` on the real node, with `params` and the pod template
+/// `extra` laid over the real node's placement (`podTemplates` per type in `per_type`).
+fn typed_group(
+    name: &str,
+    types: &[&str],
+    params: Value,
+    targets: Value,
+    extra: Value,
+    per_type: Value,
+) -> String {
+    let mut template = workflow_e2e::real_node_placement();
+    for (key, value) in extra.as_object().into_iter().flatten() {
+        template[key] = value.clone();
+    }
+    serde_json::json!({
+        "apiVersion": "workflow.rxg456.cn/v1alpha1",
+        "kind": "WorkflowGroup",
+        "metadata": {"name": name},
+        "spec": {
+            "type": "cluster-expansion",
+            "clusterName": "test-cluster",
+            "workflowSteps": types,
+            "targets": targets,
+            "params": params,
+            "podTemplate": template,
+            "podTemplates": per_type,
+        }
+    })
+    .to_string()
+}
+
+/// The Workflow of `group`'s type `workflow_type`, as `kubectl describe` prints it.
+fn describe_workflow(
+    cluster: &workflow_e2e::Cluster,
+    ns: &str,
+    group: &str,
+    workflow_type: &str,
+) -> String {
+    let selector = format!(
+        "workflow.rxg456.cn/group-name={group},workflow.rxg456.cn/workflow-type={workflow_type}"
+    );
+    cluster.kubectl_ok(&["-n", ns, "describe", "workflows", "-l", &selector])
+}
+
+#[test]
+fn the_seed_sample_against_target_hosts_checks_sets_up_and_verifies_them_for_real() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let hosts = TargetHosts::start(3);
+    let ns = cluster.fresh_namespace("e2e-targets-seed");
+    // The Secret the step pods mount by default: no pod template needed for SSH.
+    hosts.secret(cluster, &ns, "workflow-ssh", &hosts.file("ssh-privatekey"));
+    let node_script = "#!/bin/sh\nset -e\n\
+        echo \"$WORKFLOW_TARGET_NAME of $WORKFLOW_CLUSTER_NAME, $WORKFLOW_OS_ID with $WORKFLOW_PACKAGE_MANAGER\" \
+        > /etc/workflow-configured\necho configured\n";
+    let script_file = hosts.file("configure.sh");
+    std::fs::write(&script_file, node_script).expect("node script");
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "configmap",
+        "node-scripts",
+        &format!("--from-file=configure.sh={}", path(&script_file)),
+    ]);
+    let plugins = plugin_dir(&["pre-check", "setup", "post-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+
+    // The seed's sample, its targets rewritten to the test's hosts, with what setup installs
+    // and post-check verifies.
+    let sample: Value = serde_saphyr::from_str(
+        &std::fs::read_to_string(repo_root().join("examples/workflowgroup-sample.yaml"))
+            .expect("the sample"),
+    )
+    .expect("the sample's YAML");
+    let types: Vec<&str> = sample["spec"]["workflowSteps"]
+        .as_array()
+        .expect("workflowSteps")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(types, ["pre-check", "setup", "post-check"]);
+    let mut targets = sample["spec"]["targets"].clone();
+    for (target, (_, ip)) in targets
+        .as_array_mut()
+        .expect("targets")
+        .iter_mut()
+        .zip(&hosts.hosts)
+    {
+        target["ip"] = Value::from(ip.as_str());
+    }
+    let params = serde_json::json!({
+        "pre-check": {"requiredCommands": ["dpkg", "apt-get"], "minDiskMiB": 64},
+        "setup": {"packages": ["workflow-test-marker"], "scriptFile": "/etc/workflow/scripts/configure.sh"},
+        "post-check": {
+            "packages": ["workflow-test-marker"],
+            "files": ["/etc/workflow-configured", "/usr/share/workflow-test-marker/installed"],
+            "commands": ["workflow-test-marker"],
+        },
+    });
+    let scripts = serde_json::json!({"setup": {
+        "volumes": [{"name": "scripts", "configMap": {"name": "node-scripts"}}],
+        "volumeMounts": [{"name": "scripts", "mountPath": "/etc/workflow/scripts", "readOnly": true}],
+    }});
+    let group = typed_group(
+        "workflowgroup-sample",
+        &types,
+        params,
+        targets,
+        serde_json::json!({}),
+        scripts,
+    );
+    cluster.apply_yaml_in(&ns, &group);
+    wait_group_phase(&ns, "workflowgroup-sample", "Completed", &mut operator);
+
+    // Setup's effects are on each host, and only there.
+    for (n, (name, _)) in hosts.hosts.iter().enumerate() {
+        let n = n + 1;
+        let installed = hosts.exec(n, "dpkg-query -W -f='${Status}' workflow-test-marker");
+        assert!(
+            String::from_utf8_lossy(&installed.stdout).ends_with(" installed"),
+            "{name} has the package: {installed:?}"
+        );
+        let configured = hosts.exec(n, "cat /etc/workflow-configured");
+        let configured = String::from_utf8_lossy(&configured.stdout);
+        let seed_name = format!("node-{n}");
+        assert!(
+            configured.starts_with(&format!("{seed_name} of test-cluster, debian with apt-get")),
+            "{name}'s node script ran with its facts: {configured:?}"
+        );
+    }
+    assert!(
+        !Path::new("/etc/workflow-configured").exists()
+            && !Path::new("/usr/share/workflow-test-marker").exists(),
+        "nothing was set up on the machine itself"
+    );
+    let post = describe_workflow(cluster, &ns, "workflowgroup-sample", "post-check");
+    assert!(
+        post.contains("targets 3: 3 ok, 0 failed, 0 unreachable"),
+        "post-check verified every target: {post}"
+    );
+}
+
+#[test]
+fn a_target_that_is_down_refuses_the_key_or_hangs_is_named_and_a_failure_within_the_budget_completes()
+ {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let hosts = TargetHosts::start(12);
+    let ns = cluster.fresh_namespace("e2e-targets-fail");
+    hosts.secret(cluster, &ns, "workflow-ssh", &hosts.file("ssh-privatekey"));
+    let wrong_key = hosts.file("wrong-key");
+    let keygen = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f", path(&wrong_key)])
+        .status()
+        .expect("ssh-keygen");
+    assert!(keygen.success());
+    hosts.secret(cluster, &ns, "wrong-ssh", &wrong_key);
+    let plugins = plugin_dir(&["pre-check", "post-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+
+    hosts.stop(2);
+    hosts.hang(3);
+    // Nine of ten have the file post-check wants; host-12 lacks it.
+    for n in [1, 4, 5, 6, 7, 8, 9, 10, 11] {
+        let out = hosts.exec(n, "touch /etc/workflow-e2e-ready");
+        assert!(out.status.success(), "host {n}: {out:?}");
+    }
+    let fast = serde_json::json!({"ssh": {"connectTimeoutSeconds": 3}, "checkPeers": false});
+    let none = serde_json::json!({});
+    cluster.apply_yaml_in(
+        &ns,
+        &typed_group(
+            "down",
+            &["pre-check"],
+            serde_json::json!({"pre-check": fast}),
+            hosts.targets(&[1, 2]),
+            none.clone(),
+            none.clone(),
+        ),
+    );
+    let wrong = serde_json::json!({
+        "volumes": [{"name": "ssh", "secret": {"secretName": "wrong-ssh"}}],
+        "volumeMounts": [{"name": "ssh", "mountPath": "/etc/workflow/ssh", "readOnly": true}],
+    });
+    cluster.apply_yaml_in(
+        &ns,
+        &typed_group(
+            "wrong-key",
+            &["pre-check"],
+            serde_json::json!({"pre-check": fast}),
+            hosts.targets(&[1]),
+            wrong,
+            none.clone(),
+        ),
+    );
+    cluster.apply_yaml_in(
+        &ns,
+        &typed_group(
+            "hangs",
+            &["pre-check"],
+            serde_json::json!({"pre-check": fast}),
+            hosts.targets(&[1, 3]),
+            none.clone(),
+            none.clone(),
+        ),
+    );
+    let ten = [1, 4, 5, 6, 7, 8, 9, 10, 11, 12];
+    let budget = serde_json::json!({"post-check": {"files": ["/etc/workflow-e2e-ready"], "maxFailedTargets": 1}});
+    cluster.apply_yaml_in(
+        &ns,
+        &typed_group(
+            "one-of-ten",
+            &["post-check"],
+            budget,
+            hosts.targets(&ten),
+            none.clone(),
+            none.clone(),
+        ),
+    );
+
+    let (down, down_ip) = &hosts.hosts[1];
+    wait_group_phase(&ns, "down", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/down"));
+    assert!(
+        message.contains(&format!("{down} unreachable: connect {down_ip}:22"))
+            && message.contains("refused")
+            && message.contains("validate-nodes"),
+        "pre-check fails naming the host that is down: {message}"
+    );
+
+    wait_group_phase(&ns, "wrong-key", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/wrong-key"));
+    assert!(
+        message.contains("host-1 unreachable: authentication refused"),
+        "a wrong key fails naming authentication on that host: {message}"
+    );
+
+    let (hung, hung_ip) = &hosts.hosts[2];
+    wait_group_phase(&ns, "hangs", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/hangs"));
+    assert!(
+        message.contains(&format!(
+            "{hung} unreachable: no SSH session with {hung_ip}:22 within 3 s"
+        )),
+        "a host that hangs is named at the timeout: {message}"
+    );
+    assert!(
+        message.contains("1 of 2 targets failed"),
+        "and the other target was fine: {message}"
+    );
+
+    wait_group_phase(&ns, "one-of-ten", "Completed", &mut operator);
+    let described = describe_workflow(cluster, &ns, "one-of-ten", "post-check");
+    assert!(
+        described.contains("targets 10: 9 ok, 1 failed, 0 unreachable")
+            && described.contains("FAIL host-12: exit code 1")
+            && described.contains("files missing: /etc/workflow-e2e-ready"),
+        "Completed within maxFailedTargets: 1, with the failed target reported: {described}"
     );
 }

@@ -26,7 +26,9 @@
 //!
 //! One step, `run`, running `command`. Its gate holds it until the operator's clock reaches
 //! `schedule` ([`Gate::NotBefore`]); a schedule in the past starts it at once. Success logic
-//! is the default: exit code 0 is success, anything else fails with the exit code and message.
+//! is the default: exit code 0 is success, anything else fails with the exit code and message;
+//! with `onTargets`, per target within `maxFailedTargets` / `minHealthyPercent`
+//! ([`remote::verdict`]).
 
 use workflow_plugin_sdk::prelude::*;
 use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget};
