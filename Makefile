@@ -69,7 +69,7 @@ deploy: deploy-plugins ## Install into the current cluster (kustomize base deplo
 undeploy: ## Remove what make deploy installed (and every WorkflowGroup and Workflow)
 	$(KUBECTL) delete -k deploy/ --ignore-not-found
 
-demo: plugins build ## Everything on the local cluster: the seed's sample group, run to Completed
+demo: plugins build image ## Everything on the local cluster: the seed's sample group run to Completed (as root also against target hosts it starts)
 	./scripts/demo.sh
 
 bench-real-node: plugins ## The seed sample on the real node against the same five pods run by hand (RUNS, default 5)

@@ -1,20 +1,22 @@
 #!/usr/bin/env bash
-# The seed's sample group on the local cluster's real node, against the same five pods run one
-# after another by hand, in one run:
+# The seed's sample group on the local cluster's real node against three target hosts
+# (tests/cluster/target-hosts.sh: real sshd in network namespaces), against the same five step
+# pods run one after another by hand, in one run:
 #
-#   RUNS=5 scripts/bench-real-node.sh      (make bench-real-node)
+#   RUNS=5 scripts/bench-real-node.sh      (make bench-real-node; root)
 #
-# 1. By hand: five pods, each `kubectl create` then `kubectl wait` until Succeeded before the
-#    next, as a script would run the sample's five steps without the operator.
-# 2. The operator (release build, out of cluster, watching one namespace): the seed's sample
-#    applied unchanged but for its pod template, which puts the steps on the real node and
-#    gives them the five scripts the seed's templates name (`validate-nodes.sh`, ...), from a
-#    ConfigMap on their PATH; `kubectl wait` until the group is Completed.
+# 1. The operator (release build, out of cluster, watching one namespace): the seed's sample
+#    applied unchanged but for its targets' addresses (the hosts') and its pod template (the
+#    real node's placement); its steps log in to the hosts with `workflow-runner` and the
+#    Secret workflow-ssh; `kubectl wait` until the group is Completed.
+# 2. By hand: the five step pods of the first group's Workflows (the same image, command,
+#    environment, targets file and Secret), each `kubectl create` then `kubectl wait` until
+#    Succeeded before the next, as a script would run the sample's steps without the operator.
 #
-# Both run the same scripts in the same image with the same volumes, so the difference is
-# what the operator adds to five real pod round trips. Starts the local cluster with its real
-# node when it is not up (WORKFLOW_REAL_NODE=1). Prints min/median/max of each and of the
-# difference.
+# Both do the same work on the same hosts, so the difference is what the operator adds to five
+# real pod round trips. Starts the local cluster with its real node when it is not up
+# (WORKFLOW_REAL_NODE=1) and needs the step image (make image). Prints min/median/max of each
+# and of the difference.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
@@ -50,54 +52,14 @@ for _ in $(seq 1 100); do
   sleep 0.1
 done
 
-# The scripts the seed's templates name: each checks that its step sees the group's targets.
-scripts=(validate-nodes check-network install-packages configure-nodes verify-installation)
-args=()
-for s in "${scripts[@]}"; do
-  args+=("--from-literal=$s.sh=#!/bin/sh
-test -s \"\$WORKFLOW_TARGETS_FILE\" && echo \"$s: \$WORKFLOW_TARGET_COUNT targets\"")
-done
-kubectl -n "$ns" create configmap seed-scripts "${args[@]}" >/dev/null
-
+[ -f target/image/workflow-step.tar ] || { say "no target/image/workflow-step.tar: run make image"; exit 1; }
+tests/cluster/node.sh import-image target/image/workflow-step.tar >/dev/null
+tests/cluster/target-hosts.sh up "$work/hosts" 3 >/dev/null
+trap 'tests/cluster/target-hosts.sh down "$work/hosts" >/dev/null 2>&1 || true; cleanup' EXIT
+kubectl -n "$ns" create secret generic workflow-ssh --type=kubernetes.io/ssh-auth \
+  --from-file=ssh-privatekey="$work/hosts/ssh-privatekey" --from-file=known_hosts="$work/hosts/known_hosts" >/dev/null
 placement='"nodeSelector": {"workflow.rxg456.cn/node": "real"},
   "tolerations": [{"key": "workflow.rxg456.cn/real-node", "operator": "Exists", "effect": "NoSchedule"}]'
-volumes='"volumes": [{"name": "scripts", "configMap": {"name": "seed-scripts", "defaultMode": 365}}]'
-mounts='[{"name": "scripts", "mountPath": "/opt/seed", "readOnly": true}]'
-
-# --- by hand ----------------------------------------------------------------------------------
-# The targets file the operator gives its steps, so the scripts see the same.
-kubectl -n "$ns" create configmap hand-targets \
-  --from-literal=targets.json='[{"name":"node-1","ip":"192.168.1.101","role":"Master"},{"name":"node-2","ip":"192.168.1.102","role":"Worker"},{"name":"node-3","ip":"192.168.1.103","role":"Worker"}]' >/dev/null
-hand_pod() {
-  cat <<EOF
-{"apiVersion": "v1", "kind": "Pod",
- "metadata": {"name": "$1"},
- "spec": {"restartPolicy": "Never", "automountServiceAccountToken": false, $placement,
-  "volumes": [{"name": "scripts", "configMap": {"name": "seed-scripts", "defaultMode": 365}},
-              {"name": "targets", "configMap": {"name": "hand-targets"}}],
-  "securityContext": {"runAsNonRoot": true, "runAsUser": 65534, "runAsGroup": 65534, "fsGroup": 65534,
-                      "seccompProfile": {"type": "RuntimeDefault"}},
-  "containers": [{"name": "step", "image": "busybox:1.36", "command": ["/bin/sh", "-c", "$2"],
-    "env": [{"name": "PATH", "value": "/opt/seed:/usr/bin:/bin"},
-            {"name": "WORKFLOW_TARGETS_FILE", "value": "/etc/workflow/targets.json"},
-            {"name": "WORKFLOW_TARGET_COUNT", "value": "3"}],
-    "volumeMounts": [{"name": "scripts", "mountPath": "/opt/seed", "readOnly": true},
-                     {"name": "targets", "mountPath": "/etc/workflow", "readOnly": true}],
-    "securityContext": {"allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}},
-    "terminationMessagePolicy": "FallbackToLogsOnError"}]}}
-EOF
-}
-: >"$work/hand"
-for run in $(seq 1 "$RUNS"); do
-  t0=$(date +%s.%N)
-  for s in "${scripts[@]}"; do
-    hand_pod "hand-$run-$s" "$s.sh" | kubectl -n "$ns" create -f - >/dev/null
-    kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded "pod/hand-$run-$s" --timeout=120s >/dev/null
-  done
-  t1=$(date +%s.%N)
-  echo "$t1 - $t0" | bc >>"$work/hand"
-  say "by hand, run $run: five pods in $(tail -1 "$work/hand") s"
-done
 
 # --- the operator -------------------------------------------------------------------------------
 mkdir -p "$work/plugins"
@@ -107,22 +69,74 @@ port="$(free_ports 1)"
   >"$work/operator.log" 2>&1 &
 operator_pid=$!
 wait_operator_started "$work/operator.log" 10 || { say "the operator did not start:"; cat "$work/operator.log" >&2; exit 1; }
-template="  podTemplate: {$placement, $volumes,
-    \"env\": [{\"name\": \"PATH\", \"value\": \"/opt/seed:/usr/bin:/bin\"}],
-    \"volumeMounts\": $mounts}"
+kubectl create --dry-run=client -o json -f "$SAMPLE" >"$work/sample.json"
 : >"$work/group"
 for run in $(seq 1 "$RUNS"); do
   name="sample-$run"
-  { sed -e "s/name: workflowgroup-sample/name: $name/" -e '/^  namespace:/d' "$SAMPLE"
-    echo "$template"; } >"$work/$name.yaml"
+  python3 - "$work/sample.json" "$work/hosts/hosts" "$name" >"$work/$name.json" <<PY
+import json, sys
+group = json.load(open(sys.argv[1]))
+addresses = [line.split()[1] for line in open(sys.argv[2]) if line.strip()]
+for target, address in zip(group["spec"]["targets"], addresses):
+    target["ip"] = address
+group["metadata"] = {"name": sys.argv[3]}
+group["spec"]["podTemplate"] = {$placement}
+json.dump(group, sys.stdout)
+PY
   t0=$(date +%s.%N)
-  kubectl -n "$ns" apply -f "$work/$name.yaml" >/dev/null
-  if ! kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Completed "workflowgroups.workflow.rxg456.cn/$name" --timeout=120s >/dev/null; then
+  kubectl -n "$ns" apply -f "$work/$name.json" >/dev/null
+  if ! kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Completed "workflowgroups.workflow.rxg456.cn/$name" --timeout=180s >/dev/null; then
     say "group $name did not complete:"; kubectl -n "$ns" describe wfg "$name" >&2; exit 1
   fi
   t1=$(date +%s.%N)
   echo "$t1 - $t0" | bc >>"$work/group"
   say "the operator, run $run: the sample Completed in $(tail -1 "$work/group") s"
+done
+kill "$operator_pid" 2>/dev/null || true
+operator_pid=""
+
+# --- by hand ----------------------------------------------------------------------------------
+# The first group's five steps, in order, as pods of their own with the same targets file.
+kubectl -n "$ns" get wf -l workflow.rxg456.cn/group-name=sample-1 -o json >"$work/workflows.json"
+python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); print(json.dumps([{k: t[k] for k in ("name","ip","role")} for t in g["spec"]["targets"]]))' \
+  "$work/sample-1.json" >"$work/targets.json"
+kubectl -n "$ns" create configmap hand-targets --from-file=targets.json="$work/targets.json" >/dev/null
+python3 - "$work/workflows.json" "$work" <<PY
+import json, sys
+order = ["pre-check", "setup", "post-check"]
+workflows = sorted(json.load(open(sys.argv[1]))["items"], key=lambda w: order.index(w["spec"]["type"]))
+n = 0
+for wf in workflows:
+    for step in wf["spec"]["steps"]:
+        n += 1
+        env = [{"name": e["name"], "value": e["value"]} for e in step.get("env", [])]
+        env.append({"name": "WORKFLOW_TARGETS_FILE", "value": "/etc/workflow/targets.json"})
+        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "STEP-%d" % n},
+          "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, $placement,
+            "volumes": [{"name": "targets", "configMap": {"name": "hand-targets"}},
+                        {"name": "ssh", "secret": {"secretName": "workflow-ssh", "defaultMode": 288}}],
+            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
+                                "fsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
+            "containers": [{"name": "step", "image": "workflow-step:dev",
+              "command": ["/bin/sh", "-c", step["command"]], "env": env,
+              "volumeMounts": [{"name": "targets", "mountPath": "/etc/workflow", "readOnly": True},
+                               {"name": "ssh", "mountPath": "/etc/workflow/ssh", "readOnly": True}],
+              "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
+              "terminationMessagePolicy": "FallbackToLogsOnError"}]}}
+        json.dump(pod, open("%s/step-%d.json" % (sys.argv[2], n), "w"))
+print(n)
+PY
+[ -f "$work/step-5.json" ] || { say "the sample's Workflows did not have five steps"; exit 1; }
+: >"$work/hand"
+for run in $(seq 1 "$RUNS"); do
+  t0=$(date +%s.%N)
+  for s in 1 2 3 4 5; do
+    sed "s/STEP-$s/hand-$run-$s/" "$work/step-$s.json" | kubectl -n "$ns" create -f - >/dev/null
+    kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Succeeded "pod/hand-$run-$s" --timeout=120s >/dev/null
+  done
+  t1=$(date +%s.%N)
+  echo "$t1 - $t0" | bc >>"$work/hand"
+  say "by hand, run $run: five pods in $(tail -1 "$work/hand") s"
 done
 
 python3 - "$work/hand" "$work/group" <<'PY'
@@ -134,7 +148,7 @@ row = lambda xs: f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f} s
 print()
 print(f"| on the real node, {len(hand)} runs each (min / median / max) | |")
 print("|---|---|")
-print(f"| five pods one after another by hand (`kubectl create`, `kubectl wait`) | {row(hand)} |")
-print(f"| the seed sample, `kubectl apply` to Completed (5 step pods) | {row(group)} |")
+print(f"| the seed sample against 3 target hosts, `kubectl apply` to Completed (5 step pods) | {row(group)} |")
+print(f"| its five step pods one after another by hand (`kubectl create`, `kubectl wait`) | {row(hand)} |")
 print(f"| the operator's cost: sample minus by hand, run by run | {row(diff)} |")
 PY

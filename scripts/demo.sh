@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # make demo: the local cluster, the CRDs, the operator, and the seed's sample WorkflowGroup run
-# to Completed. Leaves the cluster and the operator running; `make cluster-down` stops both.
+# to Completed. Then, as root (with the local cluster's real node and the step image of `make
+# image`), the same sample against three target hosts it starts (real sshd in network
+# namespaces, tests/cluster/target-hosts.sh): checked, set up and verified for real. Leaves the
+# cluster, the operator and the hosts running; `make cluster-down` stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -14,6 +17,8 @@ source scripts/lib.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# As root the cluster gets its real node, where the second part runs.
+if [ "$(id -u)" = 0 ]; then export WORKFLOW_REAL_NODE="${WORKFLOW_REAL_NODE-1}"; fi
 step "Starting the local cluster"
 tests/cluster/cluster.sh up
 
@@ -58,6 +63,86 @@ done
 
 step "kubectl get wfg,wf,pods"
 kubectl get wfg,wf,pods
+case "$last" in Completed*) ;; *) echo "the group did not complete: $last" >&2; exit 1 ;; esac
+
+hosts_part() {
+  local hosts="$STATE/target-hosts" ns=demo-hosts
+  step "The same sample against three target hosts (sshd in network namespaces), on the real node"
+  tests/cluster/node.sh import-image target/image/workflow-step.tar >/dev/null
+  tests/cluster/target-hosts.sh down "$hosts" >/dev/null 2>&1 || true
+  tests/cluster/target-hosts.sh up "$hosts" 3 | sed 's/^/    /'
+  kubectl delete namespace "$ns" --ignore-not-found --wait=true >/dev/null
+  kubectl create namespace "$ns" >/dev/null
+  kubectl -n "$ns" create secret generic workflow-ssh --type=kubernetes.io/ssh-auth \
+    --from-file=ssh-privatekey="$hosts/ssh-privatekey" --from-file=known_hosts="$hosts/known_hosts" >/dev/null
+  printf '%s\n' '#!/bin/sh' 'set -e' \
+    'echo "$WORKFLOW_TARGET_NAME of $WORKFLOW_CLUSTER_NAME: $WORKFLOW_OS_ID $WORKFLOW_OS_VERSION, $WORKFLOW_PACKAGE_MANAGER" >/etc/node-configured' \
+    'echo configured' >"$hosts/configure.sh"
+  kubectl -n "$ns" create configmap node-scripts --from-file=configure.sh="$hosts/configure.sh" >/dev/null
+  echo "    Secret workflow-ssh (the hosts' key and known_hosts), ConfigMap node-scripts (configure.sh)"
+  # The sample as it is, its targets' addresses rewritten to the hosts, with what setup
+  # installs and post-check verifies, and the real node's placement.
+  kubectl create --dry-run=client -o json -f "$SAMPLE" >"$hosts/sample.json"
+  python3 - "$hosts/sample.json" "$hosts/hosts" >"$hosts/group.json" <<'PY'
+import json, sys
+group = json.load(open(sys.argv[1]))
+addresses = [line.split()[1] for line in open(sys.argv[2]) if line.strip()]
+for target, address in zip(group["spec"]["targets"], addresses):
+    target["ip"] = address
+del group["metadata"]["namespace"]
+group["spec"]["params"] = {
+    "setup": {"packages": ["workflow-test-marker"], "scriptFile": "/etc/workflow/scripts/configure.sh"},
+    "post-check": {"packages": ["workflow-test-marker"], "files": ["/etc/node-configured"],
+                   "commands": ["workflow-test-marker"]},
+}
+group["spec"]["podTemplate"] = {
+    "nodeSelector": {"workflow.rxg456.cn/node": "real"},
+    "tolerations": [{"key": "workflow.rxg456.cn/real-node", "operator": "Exists", "effect": "NoSchedule"}],
+}
+group["spec"]["podTemplates"] = {"setup": {
+    "volumes": [{"name": "scripts", "configMap": {"name": "node-scripts"}}],
+    "volumeMounts": [{"name": "scripts", "mountPath": "/etc/workflow/scripts", "readOnly": True}],
+}}
+json.dump(group, sys.stdout)
+PY
+  python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); print("    targets:", ", ".join(t["name"]+" "+t["ip"] for t in g["spec"]["targets"])); print("    params:", json.dumps(g["spec"]["params"]))' "$hosts/group.json"
+  local begin line seen=""
+  begin=$(date +%s.%N)
+  kubectl -n "$ns" apply -f "$hosts/group.json"
+  for _ in $(seq 1 900); do
+    line="$(kubectl -n "$ns" get wfg workflowgroup-sample -o jsonpath='{.status.phase} {.status.progress}' 2>/dev/null || true)"
+    if [ "$line" != "$seen" ]; then
+      printf '  %6.2fs  phase=%s\n' "$(echo "$(date +%s.%N) - $begin" | bc)" "$line"
+      seen="$line"
+    fi
+    case "$line" in Completed*|Failed*) break ;; esac
+    sleep 0.2
+  done
+  step "What each step reported (the Workflows' stepDetails)"
+  kubectl -n "$ns" get wf -o json | python3 -c '
+import json, sys
+for wf in sorted(json.load(sys.stdin)["items"], key=lambda w: w["metadata"]["creationTimestamp"]):
+    for step, detail in (wf.get("status", {}).get("stepDetails") or {}).items():
+        print("  %s/%s:" % (wf["spec"]["type"], step))
+        for line in (detail.get("message") or "").splitlines():
+            print("      " + line)'
+  step "On the hosts themselves (tests/cluster/target-hosts.sh exec)"
+  local n
+  for n in 1 2 3; do
+    printf '  host-%s: %s; %s\n' "$n" \
+      "$(tests/cluster/target-hosts.sh exec "$hosts" "$n" workflow-test-marker 2>&1)" \
+      "$(tests/cluster/target-hosts.sh exec "$hosts" "$n" cat /etc/node-configured 2>&1)"
+  done
+  printf '  this machine: %s\n' "$(command -v workflow-test-marker || echo 'no workflow-test-marker (nothing was installed here)')"
+  case "$seen" in Completed*) ;; *) echo "the group against the hosts did not complete: $seen" >&2; return 1 ;; esac
+}
+
+if [ "$(id -u)" = 0 ] && tests/cluster/node.sh status >/dev/null 2>&1 && [ -f target/image/workflow-step.tar ]; then
+  hosts_part
+else
+  echo
+  echo "(As root, after make image, make demo also runs the sample against target hosts it starts.)"
+fi
 
 cat <<EOT
 
@@ -65,9 +150,9 @@ Look further:
   export KUBECONFIG=$KUBECONFIG
   kubectl describe wfg workflowgroup-sample     # conditions and events
   kubectl get wf -o yaml                        # steps, stepStatus, the pinned plugin digest
+  kubectl -n demo-hosts describe wf             # the run against the target hosts, per target
   curl -s http://127.0.0.1:$port/plugins        # the loaded workflow types
   curl -s http://127.0.0.1:$port/metrics        # Prometheus metrics
   tail -f $STATE/logs/operator.log
 Stop everything: make cluster-down
 EOT
-case "$last" in Completed*) exit 0 ;; *) echo "the group did not complete: $last" >&2; exit 1 ;; esac

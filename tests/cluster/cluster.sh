@@ -252,7 +252,10 @@ stop_components() {
 
 stop_all() {
   # Stop in reverse start order; `make demo`'s operator (pids/operator.pid, its plugin
-  # directory inside the state directory) goes first.
+  # directory inside the state directory) goes first, and its target hosts.
+  if [[ -d "${STATE_DIR}/target-hosts" ]]; then
+    "${HERE}/target-hosts.sh" down "${STATE_DIR}/target-hosts" || true
+  fi
   "${HERE}/node.sh" down
   local order=(operator) i
   for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do order+=("${COMPONENTS[$i]}"); done
