@@ -20,7 +20,9 @@ use std::time::Duration;
 use criterion::{Criterion, criterion_group, criterion_main};
 use plugin_support::{builtin, load_builtin, runtime, sample_context};
 use prometheus_client::registry::Registry;
-use workflow_operator::plugin::{PluginMetrics, Runtime, RuntimeConfig, Step, StepOutcome};
+use workflow_operator::plugin::{
+    GroupContext, PluginMetrics, Runtime, RuntimeConfig, Step, StepOutcome,
+};
 
 fn template(c: &mut Criterion) {
     let plugin = load_builtin("pre-check");
@@ -62,12 +64,14 @@ fn evaluate(c: &mut Criterion) {
         message: "OK node-1\nUNREACHABLE node-2: no route to host\n".into(),
         attempt: 1,
         duration_ms: 1200,
+        targets: None,
     };
+    let ctx = GroupContext::default();
     c.bench_function("evaluate/fresh-store", |b| {
         b.iter(|| {
             black_box(
                 plugin
-                    .evaluate(black_box(&step), black_box(&outcome))
+                    .evaluate(black_box(&step), black_box(&outcome), black_box(&ctx))
                     .expect("evaluate"),
             )
         })

@@ -547,6 +547,10 @@ pub struct StepDetail {
     /// The step does not start before this time (a plugin's gate).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_before: Option<Time>,
+    /// What the finished attempt reported per target (a step that acts on the targets): the
+    /// counts, and each target that failed or could not be reached, with why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<workflow_model::TargetReport>,
 }
 
 /// Observed state of a Workflow.

@@ -502,6 +502,31 @@ fn a_target_that_is_down_refuses_the_key_or_hangs_is_named_and_a_failure_within_
     );
 
     wait_group_phase(&ns, "one-of-ten", "Completed", &mut operator);
+    // The status says which target failed, and why, in structured form too.
+    let workflow = list(
+        &ns,
+        "workflows",
+        Some("workflow.rxg456.cn/group-name=one-of-ten"),
+    )
+    .into_iter()
+    .next()
+    .expect("the post-check Workflow");
+    let targets = &workflow["status"]["stepDetails"]["verify-installation"]["targets"];
+    assert_eq!(
+        (
+            targets["total"].as_u64(),
+            targets["ok"].as_u64(),
+            targets["failed"].as_u64()
+        ),
+        (Some(10), Some(9), Some(1)),
+        "{targets}"
+    );
+    assert_eq!(text(targets, "/problems/0/name"), "host-12", "{targets}");
+    assert_eq!(text(targets, "/problems/0/outcome"), "Failed", "{targets}");
+    assert!(
+        text(targets, "/problems/0/reason").contains("files missing: /etc/workflow-e2e-ready"),
+        "{targets}"
+    );
     let described = describe_workflow(cluster, &ns, "one-of-ten", "post-check");
     assert!(
         described.contains("targets 10: 9 ok, 1 failed, 0 unreachable")

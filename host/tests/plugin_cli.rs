@@ -61,18 +61,27 @@ fn inspect_prints_type_versions_digest_size_and_schema() {
     let out = stdout(&output);
     assert!(out.contains("type:             at"), "{out}");
     assert!(
-        out.contains("contract version: workflow:plugin@0.1.0"),
+        out.contains("contract version: workflow:plugin@0.2.0"),
         "{out}"
     );
     assert!(out.contains("digest:           sha256:"), "{out}");
     assert!(out.contains("size:"), "{out}");
     assert!(out.contains("\"schedule\""), "the params schema: {out}");
+
+    // A plugin built for the older contract says so.
+    let output = plugin_cli(&["inspect", &arg(test_plugin_path("contract-v0-1"))]);
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(
+        stdout(&output).contains("contract version: workflow:plugin@0.1.0"),
+        "{}",
+        stdout(&output)
+    );
 }
 
 #[test]
 fn inspect_says_why_a_plugin_cannot_load_in_one_line() {
     let output = plugin_cli(&["inspect", &arg(test_plugin_path("wrong-contract"))]);
-    assert_fails_with_one_line(&output, "workflow:plugin@0.2.0");
+    assert_fails_with_one_line(&output, "workflow:plugin@0.3.0");
     let dir = tempfile::tempdir().expect("temp dir");
     let garbage = dir.path().join("garbage.wasm");
     std::fs::write(&garbage, b"garbage").expect("write");
@@ -313,16 +322,42 @@ fn plugin_new_scaffolds_a_crate_that_builds_passes_its_tests_and_renders() {
     let wasm = workflow_e2e::target_dir().join("wasm32-wasip2/plugin/scaffold_check.wasm");
     let wasm = arg(wasm);
 
-    // The group.yaml it comes with renders: the default command, and the renamed
-    // `timeoutSeconds` param given in the group.
+    // The group.yaml it comes with renders: the default command on the targets, and the
+    // renamed `timeoutSeconds` param given in the group.
     let group = arg(krate.join("group.yaml"));
     let output = plugin_cli(&["render", &wasm, "--group", &group]);
     assert!(output.status.success(), "{}", stderr(&output));
     let workflow: serde_json::Value = serde_saphyr::from_str(&stdout(&output)).expect("YAML");
     assert_eq!(workflow["spec"]["type"].as_str(), Some("scaffold-check"));
     let step = &workflow["spec"]["steps"][0];
-    assert_eq!(step["command"].as_str(), Some("echo hello node-1 node-2"));
+    assert_eq!(step["command"].as_str(), Some("workflow-runner"));
+    assert_eq!(step["env"][0]["value"].as_str(), Some("uname -a"));
     assert_eq!(step["timeoutSeconds"].as_u64(), Some(60));
+
+    // Its success logic judges the runner's report per target, with the group's params.
+    let eval = |message: &str| {
+        plugin_cli(&[
+            "eval",
+            &wasm,
+            "--group",
+            &group,
+            "--step",
+            "run",
+            "--exit-code",
+            "1",
+            "--message",
+            message,
+        ])
+    };
+    let output = eval(
+        "targets 2: 1 ok, 1 failed, 0 unreachable\nFAIL node-2: exit code 1 after 0.1 s: no\n",
+    );
+    assert_eq!(
+        stdout(&output).trim(),
+        "failed: 1 of 2 targets failed: node-2: exit code 1 after 0.1 s: no",
+        "{}",
+        stderr(&output)
+    );
 
     // Its `validate` runs as the operator runs it.
     let zero = group_file(
@@ -335,7 +370,7 @@ fn plugin_new_scaffolds_a_crate_that_builds_passes_its_tests_and_renders() {
     let test = cargo_in(&krate, &["test", "--offline"]);
     assert!(test.status.success(), "{}", stderr(&test));
     assert!(
-        stdout(&test).contains("test result: ok. 4 passed"),
+        stdout(&test).contains("test result: ok. 5 passed"),
         "{}",
         stdout(&test)
     );

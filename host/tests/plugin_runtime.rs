@@ -8,6 +8,7 @@ use std::time::Instant;
 use plugin_support::{builtin, load_builtin, runtime, sample_context, test_plugin};
 use prometheus_client::registry::Registry;
 use serde_json::json;
+use workflow_model::TargetReport;
 use workflow_operator::plugin::{
     Gate, PluginError, PluginMetrics, Runtime, RuntimeConfig, Step, StepOutcome, Verdict,
 };
@@ -29,6 +30,7 @@ fn outcome(exit_code: i32, message: &str) -> StepOutcome {
         message: message.into(),
         attempt: 1,
         duration_ms: 1200,
+        targets: None,
     }
 }
 
@@ -133,6 +135,7 @@ fn check_step_exiting_zero_with_an_unreachable_target_fails_naming_it() {
         .evaluate(
             &check,
             &outcome(0, "OK node-1\nUNREACHABLE node-2: no route to host\n"),
+            &sample_context(json!({}), 0),
         )
         .expect("evaluate");
     match verdict {
@@ -141,12 +144,16 @@ fn check_step_exiting_zero_with_an_unreachable_target_fails_naming_it() {
     }
     assert_eq!(
         plugin
-            .evaluate(&check, &outcome(0, "OK node-1\nOK node-2\n"))
+            .evaluate(
+                &check,
+                &outcome(0, "OK node-1\nOK node-2\n"),
+                &sample_context(json!({}), 0)
+            )
             .expect("evaluate"),
         Verdict::Completed
     );
     match plugin
-        .evaluate(&check, &outcome(2, "boom"))
+        .evaluate(&check, &outcome(2, "boom"), &sample_context(json!({}), 0))
         .expect("evaluate")
     {
         Verdict::Failed(reason) => assert!(reason.contains("exit code 2"), "reason: {reason}"),
@@ -165,13 +172,17 @@ fn setup_asks_for_a_retry_on_a_temporary_failure() {
     );
     assert!(matches!(
         plugin
-            .evaluate(&install, &outcome(75, "mirror busy"))
+            .evaluate(
+                &install,
+                &outcome(75, "mirror busy"),
+                &sample_context(json!({}), 0)
+            )
             .expect("evaluate"),
         Verdict::Retry(_)
     ));
     assert_eq!(
         plugin
-            .evaluate(&install, &outcome(0, ""))
+            .evaluate(&install, &outcome(0, ""), &sample_context(json!({}), 0))
             .expect("evaluate"),
         Verdict::Completed
     );
@@ -198,7 +209,7 @@ fn at_gates_its_step_until_the_schedule() {
     );
     assert_eq!(
         plugin
-            .evaluate(&steps[0], &outcome(0, "QAQ"))
+            .evaluate(&steps[0], &outcome(0, "QAQ"), &sample_context(json!({}), 0))
             .expect("evaluate"),
         Verdict::Completed
     );
@@ -415,7 +426,11 @@ fn gate_and_evaluate_are_contained_too() {
         "{err:?}"
     );
     let err = plugin
-        .evaluate(&named("trap"), &outcome(0, ""))
+        .evaluate(
+            &named("trap"),
+            &outcome(0, ""),
+            &sample_context(json!({}), 0),
+        )
         .expect_err("evaluate traps");
     assert!(
         matches!(
@@ -432,7 +447,11 @@ fn gate_and_evaluate_are_contained_too() {
         "{err}"
     );
     let err = plugin
-        .evaluate(&named("huge"), &outcome(0, ""))
+        .evaluate(
+            &named("huge"),
+            &outcome(0, ""),
+            &sample_context(json!({}), 0),
+        )
         .expect_err("huge reason");
     assert!(
         matches!(
@@ -455,7 +474,11 @@ fn gate_and_evaluate_are_contained_too() {
     );
     assert_eq!(
         plugin
-            .evaluate(&named("fine"), &outcome(0, ""))
+            .evaluate(
+                &named("fine"),
+                &outcome(0, ""),
+                &sample_context(json!({}), 0)
+            )
             .expect("evaluate"),
         Verdict::Completed
     );
@@ -482,8 +505,8 @@ fn a_plugin_for_another_contract_version_is_refused_naming_both_versions() {
         .expect_err("wrong contract");
     assert!(matches!(err, PluginError::WrongContract { .. }), "{err:?}");
     let message = err.to_string();
+    assert!(message.contains("workflow:plugin@0.3.0"), "{message}");
     assert!(message.contains("workflow:plugin@0.2.0"), "{message}");
-    assert!(message.contains("workflow:plugin@0.1.0"), "{message}");
     assert!(message.contains("wrong-contract.wasm"), "{message}");
     good_plugin_still_works();
 }
@@ -699,7 +722,7 @@ fn a_plugin_waiting_in_a_host_call_is_stopped_at_the_time_limit_in_every_export(
         let result = plugin.gate(&named(name), &ctx("ok"));
         assert_stopped_in_time(name, "gate", limit, started, result);
         let started = Instant::now();
-        let result = plugin.evaluate(&named(name), &outcome(0, ""));
+        let result = plugin.evaluate(&named(name), &outcome(0, ""), &sample_context(json!({}), 0));
         assert_stopped_in_time(name, "evaluate", limit, started, result);
     }
     // Stopping a waiting call leaves nothing behind: the plugin answers again at once.
@@ -830,5 +853,76 @@ fn a_params_schema_that_refers_to_itself_is_refused_at_load_naming_the_reference
         started.elapsed() < std::time::Duration::from_secs(30),
         "took {:?}",
         started.elapsed()
+    );
+}
+
+#[test]
+fn a_plugin_of_contract_0_1_0_still_loads_and_every_call_works() {
+    let plugin = runtime()
+        .load(&test_plugin("contract-v0-1"), "contract-v0-1.wasm")
+        .expect("a plugin built for workflow:plugin@0.1.0 loads");
+    assert_eq!(plugin.contract_version(), "0.1.0");
+    assert_eq!(plugin.info().type_name, "old-check");
+    plugin
+        .validate(&json!({"delay": 1}))
+        .expect("its schema accepts its params");
+    assert!(
+        plugin.validate(&json!({"other": 1})).is_err(),
+        "and refuses others"
+    );
+    let ctx = sample_context(json!({}), 1_700_000_000);
+    let steps = plugin.template(&ctx).expect("template");
+    let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["first", "for-3"], "it saw the three targets");
+    assert_eq!(plugin.gate(&steps[0], &ctx).expect("gate"), Gate::StartNow);
+    let delayed = sample_context(json!({"delay": 1}), 1_700_000_000);
+    assert_eq!(
+        plugin.gate(&steps[0], &delayed).expect("gate"),
+        Gate::NotBefore(1_700_000_060)
+    );
+    assert_eq!(
+        plugin
+            .evaluate(&steps[0], &outcome(0, "fine"), &ctx)
+            .expect("evaluate"),
+        Verdict::Completed
+    );
+    // It gets the outcome without the per-target report, which its contract does not have.
+    let mut failed = outcome(2, "boom");
+    failed.targets = TargetReport::parse("targets 1: 0 ok, 1 failed, 0 unreachable\nFAIL a: b");
+    assert_eq!(
+        plugin.evaluate(&steps[1], &failed, &ctx).expect("evaluate"),
+        Verdict::Failed("old-check saw exit code Some(2) on attempt 1: boom".into())
+    );
+    assert_eq!(plugin.origin(), "contract-v0-1.wasm");
+}
+
+#[test]
+fn a_current_plugins_evaluate_gets_the_per_target_report_and_the_groups_params() {
+    let plugin = load_builtin("post-check");
+    assert_eq!(plugin.contract_version(), "0.2.0");
+    let ctx = sample_context(json!({"maxFailedTargets": 1}), 1_700_000_000);
+    let steps = plugin.template(&ctx).expect("template");
+    // The message was cut to its summary: only the report names the failed target.
+    let mut cut = outcome(1, "targets 3: 1 ok, 2 failed, 0 unreachable");
+    cut.targets = TargetReport::parse(
+        "targets 3: 1 ok, 2 failed, 0 unreachable\nFAIL node-2: exit code 1 after 0.1 s: files missing: /etc/x\n\
+         FAIL node-3: exit code 1 after 0.1 s: files missing: /etc/x\n",
+    );
+    match plugin.evaluate(&steps[0], &cut, &ctx).expect("evaluate") {
+        Verdict::Failed(reason) => assert!(
+            reason.starts_with(
+                "2 of 3 targets failed (at most 1 may fail): node-2 failed: exit code 1"
+            ) && reason.contains("node-3 failed"),
+            "{reason}"
+        ),
+        other => panic!("expected Failed naming both targets, got {other:?}"),
+    }
+    cut.targets = TargetReport::parse(
+        "targets 3: 2 ok, 1 failed, 0 unreachable\nFAIL node-2: exit code 1 after 0.1 s: x\n",
+    );
+    assert_eq!(
+        plugin.evaluate(&steps[0], &cut, &ctx).expect("evaluate"),
+        Verdict::Completed,
+        "one failed target is within maxFailedTargets: 1"
     );
 }

@@ -14,7 +14,10 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub mod graph;
+pub mod report;
 pub mod text;
+
+pub use report::{TargetOutcome, TargetReport, TargetResult};
 
 /// A node a workflow acts on (a group's `spec.targets[]`). Data only: nothing connects to it.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -220,6 +223,10 @@ pub struct StepOutcome {
     pub attempt: u32,
     /// How long the attempt ran, in milliseconds.
     pub duration_ms: u64,
+    /// Per target, when the step reported so (its message is a `workflow-runner` report,
+    /// see [`report`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<TargetReport>,
 }
 
 /// A plugin's judgement of a finished attempt.
@@ -316,6 +323,7 @@ mod tests {
             message: "ok".into(),
             attempt: 2,
             duration_ms: 30,
+            targets: None,
         };
         assert_eq!(
             json(&outcome),

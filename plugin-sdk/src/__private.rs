@@ -8,6 +8,7 @@ use crate::WorkflowType;
 use crate::bindings::exports::workflow::plugin::workflow_type as wit;
 use crate::bindings::workflow::plugin::types as wit_types;
 use crate::types::{Context, EnvVar, Error, Gate, Info, Step, StepOutcome, Target, Verdict};
+use workflow_model::{TargetOutcome, TargetReport, TargetResult};
 
 /// `info`: the author's [`Info`](crate::Info) plus the JSON Schema of the params.
 pub fn info<T: WorkflowType>() -> wit::PluginInfo {
@@ -51,9 +52,27 @@ pub fn gate<T: WorkflowType>(step: wit::Step, ctx: wit::Context) -> wit::GateDec
     T::gate(&step.into(), &ctx).into()
 }
 
-/// `evaluate`: the author's success logic.
-pub fn evaluate<T: WorkflowType>(step: wit::Step, outcome: wit::StepOutcome) -> wit::Verdict {
-    T::evaluate(&step.into(), &outcome.into()).into()
+/// `evaluate`: the author's success logic, with the group's context.
+///
+/// The operator evaluates only steps of a template it rendered from the same params, so they
+/// parse; if they somehow do not, the step is judged without the context (by
+/// [`WorkflowType::evaluate`]) and the reason is logged.
+pub fn evaluate<T: WorkflowType>(
+    step: wit::Step,
+    outcome: wit::StepOutcome,
+    ctx: wit::Context,
+) -> wit::Verdict {
+    let (step, outcome) = (Step::from(step), StepOutcome::from(outcome));
+    match context::<T::Params>(ctx) {
+        Ok(ctx) => T::evaluate_for(&step, &outcome, &ctx).into(),
+        Err(e) => {
+            crate::log::warn(&format!(
+                "evaluating step `{}` without its group's params: {e}",
+                step.name
+            ));
+            T::evaluate(&step, &outcome).into()
+        }
+    }
 }
 
 /// Deserializes a params JSON, naming the offending field in the error.
@@ -180,6 +199,31 @@ impl From<wit_types::StepOutcome> for StepOutcome {
             message: o.message,
             attempt: o.attempt,
             duration_ms: o.duration_ms,
+            targets: o.targets.map(Into::into),
+        }
+    }
+}
+
+impl From<wit_types::TargetReport> for TargetReport {
+    fn from(r: wit_types::TargetReport) -> Self {
+        Self {
+            total: r.total,
+            ok: r.ok,
+            failed: r.failed,
+            unreachable: r.unreachable,
+            problems: r
+                .problems
+                .into_iter()
+                .map(|p| TargetResult {
+                    name: p.name,
+                    outcome: match p.outcome {
+                        wit_types::TargetOutcome::Ok => TargetOutcome::Ok,
+                        wit_types::TargetOutcome::Failed => TargetOutcome::Failed,
+                        wit_types::TargetOutcome::Unreachable => TargetOutcome::Unreachable,
+                    },
+                    reason: p.reason,
+                })
+                .collect(),
         }
     }
 }
@@ -365,14 +409,61 @@ mod tests {
             message: "boom".into(),
             attempt: 1,
             duration_ms: 5,
+            targets: None,
         };
         assert!(matches!(
-            evaluate::<Minimal>(step.clone(), outcome(0)),
+            evaluate::<Minimal>(step.clone(), outcome(0), wit_context("{}", 1)),
             wit::Verdict::Completed
         ));
         assert!(matches!(
-            evaluate::<Minimal>(step, outcome(3)),
+            evaluate::<Minimal>(step.clone(), outcome(3), wit_context("{}", 1)),
             wit::Verdict::Failed(reason) if reason == "exit code 3: boom"
+        ));
+        // Params that do not parse: judged without the context, never lost.
+        assert!(matches!(
+            evaluate::<Minimal>(step, outcome(3), wit_context("[", 1)),
+            wit::Verdict::Failed(reason) if reason == "exit code 3: boom"
+        ));
+    }
+
+    #[test]
+    fn evaluate_for_gets_the_groups_context_and_the_per_target_report() {
+        struct Counting;
+        impl WorkflowType for Counting {
+            type Params = crate::NoParams;
+            fn info() -> crate::Info {
+                crate::Info::new("counting", "1.0.0")
+            }
+            fn template(_: &Context<crate::NoParams>) -> Result<Vec<Step>, Error> {
+                Ok(Vec::new())
+            }
+            fn evaluate_for(
+                _: &Step,
+                outcome: &StepOutcome,
+                ctx: &Context<crate::NoParams>,
+            ) -> Verdict {
+                let bad = outcome.targets.as_ref().map_or(0, TargetReport::bad);
+                Verdict::Failed(format!("{bad} of {} targets", ctx.targets.len()))
+            }
+        }
+        let outcome = wit::StepOutcome {
+            succeeded: false,
+            exit_code: Some(1),
+            message: String::new(),
+            attempt: 1,
+            duration_ms: 5,
+            targets: Some(wit_types::TargetReport {
+                total: 3,
+                ok: 1,
+                failed: 1,
+                unreachable: 1,
+                problems: Vec::new(),
+            }),
+        };
+        let step: wit::Step = Step::new("only", "true").into();
+        assert!(matches!(
+            evaluate::<Counting>(step, outcome, wit_context("{}", 3)),
+            wit::Verdict::Failed(reason) if reason == "2 of 3 targets"
         ));
     }
 
@@ -396,6 +487,7 @@ mod tests {
             message: "m".into(),
             attempt: 3,
             duration_ms: 9,
+            targets: None,
         };
         assert_eq!(
             StepOutcome::from(outcome),
@@ -405,6 +497,7 @@ mod tests {
                 message: "m".into(),
                 attempt: 3,
                 duration_ms: 9,
+                targets: None,
             }
         );
     }

@@ -109,8 +109,8 @@ pub mod stdio;
 mod types;
 
 pub use types::{
-    Context, EnvVar, Error, Gate, Info, NoParams, Step, StepOutcome, Target, Verdict,
-    default_verdict,
+    Context, EnvVar, Error, Gate, Info, NoParams, Step, StepOutcome, Target, TargetOutcome,
+    TargetReport, TargetResult, Verdict, default_verdict,
 };
 
 /// Re-exported so plugins need no direct dependency to derive their `Params`.
@@ -124,7 +124,8 @@ pub use serde_json;
 pub mod prelude {
     pub use crate::{
         Context, Deserialize, EnvVar, Error, Gate, Info, JsonSchema, NoParams, Step, StepOutcome,
-        Target, Verdict, WorkflowType, default_verdict, export_workflow_type, log, remote, report,
+        Target, TargetOutcome, TargetReport, TargetResult, Verdict, WorkflowType, default_verdict,
+        export_workflow_type, log, remote, report,
     };
 }
 
@@ -200,10 +201,19 @@ pub trait WorkflowType {
     }
 
     /// Judges a finished attempt of `step` (default: [`default_verdict`], exit code 0 is
-    /// success).
+    /// success). `outcome.targets` has what a step that acts on the targets reported for each
+    /// ([`remote::verdict`] judges it against a failure budget).
     fn evaluate(step: &Step, outcome: &StepOutcome) -> Verdict {
         let _ = step;
         default_verdict(outcome)
+    }
+
+    /// Judges a finished attempt of `step` for the group of `ctx` (its params, targets, the
+    /// time): what the operator calls. The default is [`evaluate`](WorkflowType::evaluate),
+    /// for success logic that needs no context.
+    fn evaluate_for(step: &Step, outcome: &StepOutcome, ctx: &Context<Self::Params>) -> Verdict {
+        let _ = ctx;
+        Self::evaluate(step, outcome)
     }
 }
 
@@ -249,8 +259,9 @@ macro_rules! export_workflow_type {
                 fn evaluate(
                     step: $crate::bindings::exports::workflow::plugin::workflow_type::Step,
                     outcome: $crate::bindings::exports::workflow::plugin::workflow_type::StepOutcome,
+                    ctx: $crate::bindings::exports::workflow::plugin::workflow_type::Context,
                 ) -> $crate::bindings::exports::workflow::plugin::workflow_type::Verdict {
-                    $crate::__private::evaluate::<$ty>(step, outcome)
+                    $crate::__private::evaluate::<$ty>(step, outcome, ctx)
                 }
             }
             // Native builds (unit tests) get no exports: the component ABI's symbol names are

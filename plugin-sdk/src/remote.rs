@@ -33,8 +33,8 @@
 //! assert_eq!(remote::verdict(&step, &outcome), Verdict::Completed);
 //! ```
 
-use crate::report::{self, Problem, problems};
-use crate::types::{Step, StepOutcome, Verdict, quote};
+use crate::report;
+use crate::types::{Step, StepOutcome, TargetOutcome, TargetReport, TargetResult, Verdict, quote};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -200,53 +200,38 @@ pub fn on_targets(
     step
 }
 
-/// The runner's report, read from a termination message.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TargetReport<'a> {
-    /// Targets the step worked on.
-    pub total: u32,
-    /// Targets where the script succeeded.
-    pub ok: u32,
-    /// Targets where it ran and failed (or timed out).
-    pub failed: u32,
-    /// Targets it could not log in to.
-    pub unreachable: u32,
-    /// The `FAIL` and `UNREACHABLE` lines that fitted in the message.
-    pub problems: Vec<Problem<'a>>,
+/// The step's report over its targets: what the operator passed in `outcome.targets`, or, from
+/// an operator that passes none, what its termination message says (the runner's report).
+///
+/// ```
+/// use workflow_plugin_sdk::{remote::target_report, StepOutcome};
+///
+/// let outcome = StepOutcome {
+///     message: "targets 2: 1 ok, 0 failed, 1 unreachable\nUNREACHABLE n2: refused\nOK n1 (0.1 s)".into(),
+///     ..StepOutcome::default()
+/// };
+/// let report = target_report(&outcome).unwrap();
+/// assert_eq!((report.total, report.unreachable, report.problems[0].name.as_str()), (2, 1, "n2"));
+/// ```
+pub fn target_report(outcome: &StepOutcome) -> Option<TargetReport> {
+    outcome
+        .targets
+        .clone()
+        .or_else(|| TargetReport::parse(&outcome.message))
 }
 
-/// The runner's report in `message`, when the message is one: its first line is
-/// `targets N: A ok, B failed, C unreachable`.
-///
-/// ```
-/// use workflow_plugin_sdk::remote::target_report;
-///
-/// let report = target_report("targets 2: 1 ok, 0 failed, 1 unreachable\nUNREACHABLE n2: refused\nOK n1 (0.1 s)").unwrap();
-/// assert_eq!((report.total, report.unreachable, report.problems[0].target), (2, 1, "n2"));
-/// assert!(target_report("exit code 2: no key").is_none());
-/// ```
-pub fn target_report(message: &str) -> Option<TargetReport<'_>> {
-    let first = message.lines().next()?.trim();
-    let rest = first.strip_prefix("targets ")?;
-    let (total, counts) = rest.split_once(':')?;
-    let mut report = TargetReport {
-        total: total.trim().parse().ok()?,
-        ok: 0,
-        failed: 0,
-        unreachable: 0,
-        problems: problems(message),
+/// `node-2 failed: why`, as the check-output convention's problems read.
+fn describe(problem: &TargetResult) -> String {
+    let what = match problem.outcome {
+        TargetOutcome::Ok => "ok",
+        TargetOutcome::Failed => "failed",
+        TargetOutcome::Unreachable => "unreachable",
     };
-    for part in counts.split(',') {
-        let (n, what) = part.trim().split_once(' ')?;
-        let n: u32 = n.parse().ok()?;
-        match what.trim() {
-            "ok" => report.ok = n,
-            "failed" => report.failed = n,
-            "unreachable" => report.unreachable = n,
-            _ => return None,
-        }
+    if problem.reason.is_empty() {
+        format!("{} {what}", problem.name)
+    } else {
+        format!("{} {what}: {}", problem.name, problem.reason)
     }
-    Some(report)
 }
 
 /// Judges an attempt of a step built by [`on_targets`]: Completed when every target succeeded,
@@ -254,10 +239,10 @@ pub fn target_report(message: &str) -> Option<TargetReport<'_>> {
 /// naming the failed targets and why. A runner that could not run at all (no key, no targets)
 /// fails with its own words.
 pub fn verdict(step: &Step, outcome: &StepOutcome) -> Verdict {
-    let Some(found) = target_report(&outcome.message) else {
+    let Some(found) = target_report(outcome) else {
         return report::verdict(outcome);
     };
-    let bad = found.failed + found.unreachable;
+    let bad = found.bad();
     let budget = TargetBudget::of_step(step);
     if bad == 0 && outcome.exit_code.is_none_or(|c| c == 0) {
         return Verdict::Completed;
@@ -268,7 +253,7 @@ pub fn verdict(step: &Step, outcome: &StepOutcome) -> Verdict {
     if bad == 0 {
         return report::verdict(outcome);
     }
-    let named: Vec<String> = found.problems.iter().map(ToString::to_string).collect();
+    let named: Vec<String> = found.problems.iter().map(describe).collect();
     let unnamed = (bad as usize).saturating_sub(named.len());
     let mut reason = format!(
         "{bad} of {} targets failed ({}): {}",
@@ -315,6 +300,7 @@ mod tests {
             message: message.into(),
             attempt: 1,
             duration_ms: 100,
+            targets: None,
         }
     }
 
@@ -417,21 +403,22 @@ mod tests {
     }
 
     #[test]
-    fn the_report_parses_and_other_messages_are_not_reports() {
-        let report = target_report(ONE_OF_TEN).expect("a report");
+    fn the_operators_report_is_used_before_the_message() {
+        let step = on_targets("s", "true", &SshParams::default(), TargetBudget::default());
+        // The message was cut: only the report the operator passed names the failed target.
+        let outcome = StepOutcome {
+            exit_code: Some(1),
+            message: "targets 10: 9 ok, 1 failed, 0 unreachable\n".into(),
+            targets: TargetReport::parse(ONE_OF_TEN),
+            ..StepOutcome::default()
+        };
         assert_eq!(
-            (report.total, report.ok, report.failed, report.unreachable),
-            (10, 9, 1, 0)
+            verdict(&step, &outcome),
+            Verdict::Failed(
+                "1 of 10 targets failed (none may fail): n7 failed: exit code 1 after 0.10 s: \
+                 disk: 10 MiB free on /, need 1024"
+                    .into()
+            )
         );
-        assert_eq!(report.problems.len(), 1);
-        for other in [
-            "",
-            "targets",
-            "targets x: 1 ok",
-            "targets 2: 1 ok, 1 lost",
-            "OK",
-        ] {
-            assert!(target_report(other).is_none(), "{other:?}");
-        }
     }
 }

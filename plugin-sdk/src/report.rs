@@ -148,6 +148,7 @@ mod tests {
             message: message.to_owned(),
             attempt: 1,
             duration_ms: 10,
+            targets: None,
         }
     }
 

@@ -3,7 +3,9 @@
 use std::fmt;
 
 use workflow_model::text::{self, Marker};
-pub use workflow_model::{EnvVar, Gate, Step, StepOutcome, Target, Verdict};
+pub use workflow_model::{
+    EnvVar, Gate, Step, StepOutcome, Target, TargetOutcome, TargetReport, TargetResult, Verdict,
+};
 
 /// What a plugin knows of the group it works for, with its parameters already deserialized.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -216,6 +218,7 @@ mod tests {
             message: message.to_owned(),
             attempt: 1,
             duration_ms: 1000,
+            targets: None,
         }
     }
 

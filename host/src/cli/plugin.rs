@@ -12,7 +12,8 @@ use workflow_model::text::printable;
 
 use crate::api::WorkflowGroup;
 use crate::plugin::{Plugin, Runtime, RuntimeConfig, StepOutcome, Verdict};
-use crate::render::render_workflow;
+use crate::render::{render_workflow, workflow_context};
+use workflow_model::TargetReport;
 
 use super::scaffold::{self, NewArgs};
 
@@ -140,6 +141,7 @@ fn eval(
     // The steps as the operator would create them: the same params checks and template.
     let workflow = render_workflow(group, plugin, now())
         .map_err(|e| anyhow!("cannot evaluate {}: {e}", plugin.type_name()))?;
+    let context = workflow_context(&workflow, now());
     let steps = workflow.spec.steps;
     let Some(step) = steps.iter().find(|s| s.name == step_name) else {
         let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
@@ -149,14 +151,18 @@ fn eval(
             names.join(", ")
         );
     };
+    // As the operator does: a runner's report in the message is the per-target evidence.
     let outcome = StepOutcome {
         succeeded: exit_code == 0,
         exit_code: Some(exit_code),
+        targets: TargetReport::parse(&message),
         message,
         attempt,
         duration_ms: 0,
     };
-    plugin.evaluate(step, &outcome).map_err(|e| anyhow!("{e}"))
+    plugin
+        .evaluate(step, &outcome, &context)
+        .map_err(|e| anyhow!("{e}"))
 }
 
 /// `completed`, `failed: <reason>`, `retry: <reason>`.

@@ -1,9 +1,20 @@
-//! Host bindings generated from the contract, `plugin-sdk/wit/workflow-plugin.wit`. Exports
-//! are called asynchronously (see `driver.rs`); `host-log` returns at once and stays
-//! synchronous.
+//! Host bindings generated from the contract, `plugin-sdk/wit/workflow-plugin.wit`
+//! (`workflow:plugin@0.2.0`), and from the version before it, `host/wit/v0.1.0`, whose plugins
+//! still load ([`v0_1`]). Exports are called asynchronously (see `driver.rs`); `host-log`
+//! returns at once and stays synchronous.
 
 wasmtime::component::bindgen!({
     path: "../plugin-sdk/wit",
     world: "plugin",
     exports: { default: async },
 });
+
+/// Contract 0.1.0: the same functions, but `evaluate` gets no context and the step outcome no
+/// per-target report.
+pub mod v0_1 {
+    wasmtime::component::bindgen!({
+        path: "wit/v0.1.0",
+        world: "plugin",
+        exports: { default: async },
+    });
+}

@@ -11,10 +11,11 @@ use wasmtime::{Store, Trap};
 use workflow_model::text::{self, Marker};
 
 use super::bindings::exports::workflow::plugin::workflow_type as wit;
+use super::bindings::v0_1::workflow::plugin::types as v0_1;
 use super::driver;
 use super::engine::{deadline_ticks, limits, memory_limit};
 use super::error::PluginError;
-use super::load::Exports;
+use super::load::{Contract, Exports};
 use super::runtime::{Plugin, RuntimeInner, error_line};
 use super::sandbox::{CallState, LogTag};
 use super::types::{Gate, GroupContext, PluginInfo, Step, StepOutcome, Verdict};
@@ -105,19 +106,33 @@ impl Plugin {
         })
     }
 
-    /// The plugin's judgement of a finished attempt of `step`.
+    /// The plugin's judgement of a finished attempt of `step` of a Workflow of the group of
+    /// `context`. A plugin of contract 0.1.0 gets neither the context nor `outcome.targets`.
     ///
     /// # Errors
     /// [`PluginError::InvalidOutput`] when a reason is too long, or any call error.
-    pub fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
+    pub fn evaluate(
+        &self,
+        step: &Step,
+        outcome: &StepOutcome,
+        context: &GroupContext,
+    ) -> Result<Verdict, PluginError> {
         let step = wit::Step::from(step);
-        let outcome = wit::StepOutcome::from(outcome);
+        let index = &self.compiled.exports.evaluate;
         self.observed("evaluate", || {
-            let verdict: wit::Verdict = self.call(
-                "evaluate",
-                &self.compiled.exports.evaluate,
-                (&step, &outcome),
-            )?;
+            // The other types are the same records in both versions (the component model
+            // compares them by shape), so only the outcome has a type of each version.
+            let verdict: wit::Verdict = match self.compiled.contract {
+                Contract::Current => {
+                    let outcome = wit::StepOutcome::from(outcome);
+                    let ctx = wit::Context::from(context);
+                    self.call("evaluate", index, (&step, &outcome, &ctx))?
+                }
+                Contract::V0_1 => {
+                    let outcome = v0_1::StepOutcome::from(outcome);
+                    self.call("evaluate", index, (&step, &outcome))?
+                }
+            };
             validate::verdict(verdict, &limits(&self.runtime.config))
                 .map_err(|reason| self.invalid("evaluate", reason))
         })

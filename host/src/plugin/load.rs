@@ -7,14 +7,40 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::{Component, ComponentExportIndex};
 
-use super::bindings::PluginPre;
+use super::bindings::{PluginPre, v0_1};
 use super::call;
-use super::error::{CONTRACT_VERSION, PluginError};
+use super::error::{CONTRACT_VERSION, OLDER_CONTRACT_VERSIONS, PluginError};
 use super::runtime::{Compiled, Plugin, Runtime, error_line, short_digest};
 use super::sandbox::LogTag;
 
 /// The name under which a plugin exports its functions, without the version.
 const EXPORT_NAME: &str = "workflow:plugin/workflow-type";
+
+/// The contract version a plugin implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Contract {
+    /// `workflow:plugin@0.2.0`, [`CONTRACT_VERSION`].
+    Current,
+    /// `workflow:plugin@0.1.0`: `evaluate(step, outcome)` without the context, and an outcome
+    /// without the per-target report.
+    V0_1,
+}
+
+impl Contract {
+    /// Its version, e.g. `0.2.0`.
+    pub fn version(self) -> &'static str {
+        match self {
+            Contract::Current => CONTRACT_VERSION,
+            Contract::V0_1 => OLDER_CONTRACT_VERSIONS[0],
+        }
+    }
+
+    fn of(version: &str) -> Option<Self> {
+        [Contract::Current, Contract::V0_1]
+            .into_iter()
+            .find(|c| c.version() == version)
+    }
+}
 
 /// Where the contract's functions are in one compiled plugin, found once per compilation.
 /// A call then looks up and typechecks only the function it calls, not all five as the
@@ -28,8 +54,8 @@ pub(super) struct Exports {
 }
 
 impl Exports {
-    fn find(component: &Component, origin: &str) -> Result<Self, PluginError> {
-        let interface = format!("{EXPORT_NAME}@{CONTRACT_VERSION}");
+    fn find(component: &Component, origin: &str, contract: Contract) -> Result<Self, PluginError> {
+        let interface = format!("{EXPORT_NAME}@{}", contract.version());
         let missing = |what: String| PluginError::MissingExport {
             origin: origin.to_string(),
             exports: what,
@@ -110,7 +136,7 @@ impl Runtime {
             origin: origin.to_string(),
             reason: error_line(&e),
         })?;
-        check_exports(engine, &component, origin)?;
+        let contract = check_exports(engine, &component, origin)?;
         let pre = self.inner.linker.instantiate_pre(&component).map_err(|e| {
             PluginError::UnsupportedImport {
                 origin: origin.to_string(),
@@ -118,11 +144,15 @@ impl Runtime {
             }
         })?;
         // The generated bindings check every export's signature against the contract.
-        PluginPre::new(pre.clone()).map_err(|e| PluginError::MissingExport {
+        let signatures = match contract {
+            Contract::Current => PluginPre::new(pre.clone()).map(drop),
+            Contract::V0_1 => v0_1::PluginPre::new(pre.clone()).map(drop),
+        };
+        signatures.map_err(|e| PluginError::MissingExport {
             origin: origin.to_string(),
             exports: error_line(&e),
         })?;
-        let exports = Exports::find(&component, origin)?;
+        let exports = Exports::find(&component, origin, contract)?;
         // Until `info` answers, the plugin is known only by where it comes from.
         let tag = LogTag {
             plugin: origin.into(),
@@ -131,6 +161,7 @@ impl Runtime {
         let (info, schema) = call::info(&self.inner, &pre, &exports, &tag, origin)?;
         Ok(Compiled {
             pre,
+            contract,
             exports,
             info,
             schema,
@@ -161,21 +192,26 @@ fn check_component_header(bytes: &[u8], origin: &str) -> Result<(), PluginError>
     }
 }
 
-/// Finds the `workflow-type` export and checks its contract version.
-fn check_exports(engine: &Engine, component: &Component, origin: &str) -> Result<(), PluginError> {
+/// Finds the `workflow-type` export and the contract version it implements (the current one
+/// or one that still loads).
+fn check_exports(
+    engine: &Engine,
+    component: &Component,
+    origin: &str,
+) -> Result<Contract, PluginError> {
     let ty = component.component_type();
     let exports: Vec<String> = ty
         .exports(engine)
         .map(|(name, _)| name.to_string())
         .collect();
-    let expected = format!("{EXPORT_NAME}@{CONTRACT_VERSION}");
-    if exports.contains(&expected) {
-        return Ok(());
-    }
-    if let Some(found) = exports
+    let versions: Vec<&str> = exports
         .iter()
-        .find_map(|name| name.strip_prefix(EXPORT_NAME)?.strip_prefix('@'))
-    {
+        .filter_map(|name| name.strip_prefix(EXPORT_NAME)?.strip_prefix('@'))
+        .collect();
+    if let Some(contract) = versions.iter().find_map(|v| Contract::of(v)) {
+        return Ok(contract);
+    }
+    if let Some(found) = versions.first() {
         return Err(PluginError::WrongContract {
             origin: origin.to_string(),
             found: found.to_string(),

@@ -12,7 +12,10 @@ use wasmtime::component::{InstancePre, Linker};
 use workflow_model::text;
 
 use super::config::RuntimeConfig;
-use super::error::{CONTRACT_VERSION, PluginError};
+#[cfg(doc)]
+use super::error::CONTRACT_VERSION;
+use super::error::PluginError;
+use super::load::Contract;
 use super::load::Exports;
 use super::metrics::PluginMetrics;
 use super::sandbox::{CallState, LogTag};
@@ -66,6 +69,7 @@ impl Clone for RuntimeInner {
 /// One compiled, pre-instantiated plugin and what it said about itself.
 pub(super) struct Compiled {
     pub pre: InstancePre<CallState>,
+    pub contract: Contract,
     pub exports: Exports,
     pub info: PluginInfo,
     pub schema: jsonschema::Validator,
@@ -187,9 +191,10 @@ impl Plugin {
         &self.origin
     }
 
-    /// The contract version it implements (the only one this operator accepts).
+    /// The contract version it implements: [`CONTRACT_VERSION`], or an older one that still
+    /// loads.
     pub fn contract_version(&self) -> &'static str {
-        CONTRACT_VERSION
+        self.compiled.contract.version()
     }
 }
 

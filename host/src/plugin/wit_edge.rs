@@ -1,8 +1,10 @@
 //! The WIT edge: the only conversions between the host's plugin types (the shared model) and
 //! the bindings generated from `plugin-sdk/wit/workflow-plugin.wit`.
 
+use super::bindings::v0_1::workflow::plugin::types as v0_1;
 use super::bindings::workflow::plugin::types as wit;
 use super::types::{EnvVar, Gate, GroupContext, PluginInfo, Step, StepOutcome, Target, Verdict};
+use workflow_model::{TargetOutcome, TargetReport};
 
 impl From<&Target> for wit::Target {
     fn from(t: &Target) -> Self {
@@ -87,6 +89,44 @@ impl From<&StepOutcome> for wit::StepOutcome {
             message: o.message.clone(),
             attempt: o.attempt,
             duration_ms: o.duration_ms,
+            targets: o.targets.as_ref().map(Into::into),
+        }
+    }
+}
+
+impl From<&TargetReport> for wit::TargetReport {
+    fn from(r: &TargetReport) -> Self {
+        Self {
+            total: r.total,
+            ok: r.ok,
+            failed: r.failed,
+            unreachable: r.unreachable,
+            problems: r
+                .problems
+                .iter()
+                .map(|p| wit::TargetResult {
+                    name: p.name.clone(),
+                    outcome: match p.outcome {
+                        TargetOutcome::Ok => wit::TargetOutcome::Ok,
+                        TargetOutcome::Failed => wit::TargetOutcome::Failed,
+                        TargetOutcome::Unreachable => wit::TargetOutcome::Unreachable,
+                    },
+                    reason: p.reason.clone(),
+                })
+                .collect(),
+        }
+    }
+}
+
+/// A plugin of contract 0.1.0 gets the outcome without the per-target report.
+impl From<&StepOutcome> for v0_1::StepOutcome {
+    fn from(o: &StepOutcome) -> Self {
+        Self {
+            succeeded: o.succeeded,
+            exit_code: o.exit_code,
+            message: o.message.clone(),
+            attempt: o.attempt,
+            duration_ms: o.duration_ms,
         }
     }
 }
@@ -158,7 +198,18 @@ mod tests {
             message: "m".into(),
             attempt: 2,
             duration_ms: 7,
+            targets: TargetReport::parse("targets 1: 0 ok, 1 failed, 0 unreachable\nFAIL a: b"),
         });
+        let report = outcome.targets.as_ref().expect("the report crosses too");
+        assert_eq!((report.total, report.failed), (1, 1));
+        assert_eq!(
+            (
+                report.problems[0].name.as_str(),
+                report.problems[0].outcome,
+                report.problems[0].reason.as_str()
+            ),
+            ("a", wit::TargetOutcome::Failed, "b")
+        );
         assert_eq!(
             (
                 outcome.succeeded,

@@ -147,6 +147,7 @@ mod tests {
             message: message.to_owned(),
             attempt: 1,
             duration_ms: 500,
+            targets: None,
         }
     }
 

@@ -239,6 +239,7 @@ mod tests {
             message: message.to_owned(),
             attempt: 1,
             duration_ms: 1200,
+            targets: None,
         }
     }
 

@@ -144,7 +144,7 @@ impl WorkflowType for Setup {
             return verdict;
         };
         let tempfail = format!("exit code {EX_TEMPFAIL} ");
-        let asks_retry = match remote::target_report(&outcome.message) {
+        let asks_retry = match remote::target_report(outcome) {
             Some(found) => {
                 found.unreachable == 0
                     && !found.problems.is_empty()
@@ -177,6 +177,7 @@ mod tests {
             message: message.to_owned(),
             attempt: 1,
             duration_ms: 30_000,
+            targets: None,
         }
     }
 

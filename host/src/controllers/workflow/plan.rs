@@ -544,6 +544,7 @@ fn vanished_attempt(
             message: "its pod was deleted before it finished".into(),
             attempt: recorded.attempts,
             duration_ms: 0,
+            targets: None,
         }),
         deadline: None,
         at_deadline: None,
@@ -604,7 +605,12 @@ mod tests {
         fn gate(&self, _: &Step, _: &GroupContext) -> Result<Gate, PluginError> {
             self.gate.clone()
         }
-        fn evaluate(&self, _: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
+        fn evaluate(
+            &self,
+            _: &Step,
+            outcome: &StepOutcome,
+            _: &GroupContext,
+        ) -> Result<Verdict, PluginError> {
             self.seen.borrow_mut().push(outcome.clone());
             if let Some(e) = &self.evaluate_error {
                 return Err(e.clone());
@@ -674,6 +680,7 @@ mod tests {
                     message: message.into(),
                     attempt: *number,
                     duration_ms: 200,
+                    targets: None,
                 });
                 let attempt = Attempt {
                     number: *number,

@@ -455,6 +455,8 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
         StepOutcome {
             succeeded,
             exit_code: terminated.map(|t| t.exit_code),
+            // A step that acts on the targets reports per target (`workflow-runner`).
+            targets: workflow_model::TargetReport::parse(&message),
             message,
             attempt: number,
             duration_ms: duration_ms(status, created, now),

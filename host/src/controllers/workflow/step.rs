@@ -20,7 +20,12 @@ pub trait StepJudge {
     /// Whether `step` may start.
     fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError>;
     /// Judges a finished attempt of `step`.
-    fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError>;
+    fn evaluate(
+        &self,
+        step: &Step,
+        outcome: &StepOutcome,
+        ctx: &plugin::GroupContext,
+    ) -> Result<Verdict, PluginError>;
 }
 
 impl StepJudge for plugin::Plugin {
@@ -30,8 +35,13 @@ impl StepJudge for plugin::Plugin {
     fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError> {
         plugin::Plugin::gate(self, step, ctx)
     }
-    fn evaluate(&self, step: &Step, outcome: &StepOutcome) -> Result<Verdict, PluginError> {
-        plugin::Plugin::evaluate(self, step, outcome)
+    fn evaluate(
+        &self,
+        step: &Step,
+        outcome: &StepOutcome,
+        ctx: &plugin::GroupContext,
+    ) -> Result<Verdict, PluginError> {
+        plugin::Plugin::evaluate(self, step, outcome, ctx)
     }
 }
 
@@ -136,7 +146,7 @@ pub fn decide_step(
         return StepMove::Running;
     };
     let budget = 1 + view.step.retries.unwrap_or(0);
-    match judge.evaluate(view.step, outcome) {
+    match judge.evaluate(view.step, outcome, ctx) {
         Ok(Verdict::Completed) => StepMove::Completed(outcome.message.clone()),
         Ok(Verdict::Retry(reason)) if attempt.number < budget && !view.held => {
             StepMove::Retry(reason)
@@ -200,6 +210,11 @@ impl StepDecision {
     }
 }
 
+/// The per-target report of the latest finished attempt, if it made one.
+fn reported_targets(latest: Option<&Attempt>) -> Option<workflow_model::TargetReport> {
+    latest?.outcome.as_ref()?.targets.clone()
+}
+
 /// What the move of a step means: its phase, what its status detail says, and its effects.
 /// `detail` is what the status said of the step before; `pod_name` names the pod of an
 /// attempt; `deps_completed_at` is when this reconcile saw its last dependency completed (if
@@ -240,6 +255,7 @@ pub fn apply_move(
             detail.attempts = 1;
             detail.pod = Some(pod_name(1));
             detail.message = None;
+            detail.targets = None;
             // No Event for a step that starts or completes: its pod and this status say so,
             // and an Event per step would double the API writes a step costs.
             Phase::Running
@@ -248,6 +264,7 @@ pub fn apply_move(
         StepMove::Completed(message) => {
             effects.completed_at = latest.and_then(|a| a.observed);
             detail.message = (!message.is_empty()).then_some(message);
+            detail.targets = reported_targets(latest);
             Phase::Completed
         }
         StepMove::Retry(why) => {
@@ -258,6 +275,7 @@ pub fn apply_move(
             detail.attempts = next;
             detail.pod = Some(pod_name(next));
             detail.message = Some(format!("retrying: {why}"));
+            detail.targets = None;
             effects.event = Some(
                 Transition::warning(
                     reason::STEP_RETRIED,
@@ -273,6 +291,7 @@ pub fn apply_move(
         }
         StepMove::Failed(message) => {
             detail.message = Some(message.clone());
+            detail.targets = reported_targets(latest);
             if !failed_before {
                 effects.event =
                     Some(Transition::warning(reason::STEP_FAILED, message.clone()).about(name));
