@@ -535,3 +535,99 @@ fn a_target_that_is_down_refuses_the_key_or_hangs_is_named_and_a_failure_within_
         "Completed within maxFailedTargets: 1, with the failed target reported: {described}"
     );
 }
+
+#[test]
+fn post_check_sees_each_targets_node_ready_through_the_api_server() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let hosts = TargetHosts::start(2);
+    let ns = cluster.fresh_namespace("e2e-targets-nodes");
+    hosts.secret(cluster, &ns, "workflow-ssh", &hosts.file("ssh-privatekey"));
+    // A service account that may get nodes, for post-check's pods only.
+    let role = format!("{ns}-node-reader");
+    cluster.kubectl_ok(&["-n", &ns, "create", "serviceaccount", "node-reader"]);
+    cluster.kubectl_ok(&[
+        "create",
+        "clusterrole",
+        &role,
+        "--verb=get",
+        "--resource=nodes",
+    ]);
+    cluster.kubectl_ok(&[
+        "create",
+        "clusterrolebinding",
+        &role,
+        &format!("--clusterrole={role}"),
+        &format!("--serviceaccount={ns}:node-reader"),
+    ]);
+    let real_node = cluster.kubectl_ok(&[
+        "get",
+        "nodes",
+        "-l",
+        "workflow.rxg456.cn/node=real",
+        "-o",
+        "jsonpath={.items[0].metadata.name}",
+    ]);
+    let plugins = plugin_dir(&["post-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+
+    // Each target is a test host to log in to, named as a Node (or as none).
+    let named = |names: &[&str]| -> Value {
+        names
+            .iter()
+            .zip(&hosts.hosts)
+            .map(|(name, (_, ip))| serde_json::json!({"name": name, "ip": ip, "role": "Worker"}))
+            .collect()
+    };
+    let params =
+        serde_json::json!({"post-check": {"nodeReady": true, "nodeReadyTimeoutSeconds": 4}});
+    let reader = serde_json::json!({"post-check": {"serviceAccountName": "node-reader"}});
+    let none = serde_json::json!({});
+    cluster.apply_yaml_in(
+        &ns,
+        &typed_group(
+            "ready",
+            &["post-check"],
+            params.clone(),
+            named(&[&real_node]),
+            none.clone(),
+            reader.clone(),
+        ),
+    );
+    cluster.apply_yaml_in(
+        &ns,
+        &typed_group(
+            "one-missing",
+            &["post-check"],
+            params,
+            named(&[&real_node, "not-a-node"]),
+            none,
+            reader,
+        ),
+    );
+
+    wait_group_phase(&ns, "ready", "Completed", &mut operator);
+    wait_group_phase(&ns, "one-missing", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/one-missing"));
+    assert!(
+        message.contains("verify-node-ready")
+            && message.contains("not-a-node failed: no Node named not-a-node (after"),
+        "post-check names the target without a Ready Node: {message}"
+    );
+    let workflow = list(
+        &ns,
+        "workflows",
+        Some("workflow.rxg456.cn/group-name=one-missing"),
+    )
+    .into_iter()
+    .next()
+    .expect("the post-check Workflow");
+    let targets = &workflow["status"]["stepDetails"]["verify-node-ready"]["targets"];
+    assert_eq!(
+        (targets["ok"].as_u64(), targets["failed"].as_u64()),
+        (Some(1), Some(1)),
+        "the real node was Ready: {targets}"
+    );
+    cluster.kubectl_ok(&["delete", "clusterrolebinding,clusterrole", &role]);
+}

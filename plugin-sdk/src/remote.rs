@@ -200,6 +200,36 @@ pub fn on_targets(
     step
 }
 
+/// A step named `name` that checks, through the API server, that each target's Node object
+/// (the Node named as the target) is Ready, waiting up to `timeout_seconds`; it reports per
+/// target as [`on_targets`] steps do. Its pod needs a service account that may get nodes (the
+/// group's `podTemplates.<type>.serviceAccountName`); only `ssh.roles` of `ssh` applies.
+///
+/// ```
+/// use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget};
+///
+/// let step = remote::nodes_ready("verify-node-ready", 120, &SshParams::default(), TargetBudget::default());
+/// assert_eq!(step.command, "workflow-runner");
+/// assert!(step.env.iter().any(|e| e.name == "WORKFLOW_CHECK_NODE_READY" && e.value == "true"));
+/// ```
+pub fn nodes_ready(
+    name: impl Into<String>,
+    timeout_seconds: u32,
+    ssh: &SshParams,
+    budget: TargetBudget,
+) -> Step {
+    let roles = SshParams {
+        roles: ssh.roles.clone(),
+        ..SshParams::default()
+    };
+    let mut step = on_targets(name, "", &roles, budget);
+    step.env.retain(|e| e.name != COMMAND_ENV);
+    step.env("WORKFLOW_CHECK_NODE_READY", "true")
+        .env("WORKFLOW_NODE_READY_TIMEOUT", timeout_seconds.to_string())
+        // The pod outlives the wait: the runner reports before the kubelet would stop it.
+        .timeout_secs(timeout_seconds.saturating_add(60))
+}
+
 /// The step's report over its targets: what the operator passed in `outcome.targets`, or, from
 /// an operator that passes none, what its termination message says (the runner's report).
 ///

@@ -16,6 +16,7 @@
 //! reach some (the message names them), 2 when the runner could not run at all (no key, no
 //! targets file, bad arguments).
 
+mod nodes;
 mod output;
 mod report;
 mod ssh;
@@ -89,6 +90,14 @@ struct Args {
     /// Seconds the command may run on a target.
     #[arg(long, env = "WORKFLOW_SSH_COMMAND_TIMEOUT", default_value_t = 300)]
     command_timeout: u64,
+    /// Instead of running a command over SSH: check that each target's Node object (the Node
+    /// named as the target) is Ready, through the API server with the pod's service account
+    /// (which must be allowed to get nodes), waiting up to `--node-ready-timeout`.
+    #[arg(long, env = "WORKFLOW_CHECK_NODE_READY")]
+    node_ready: bool,
+    /// Seconds `--node-ready` waits for the Nodes to be Ready.
+    #[arg(long, env = "WORKFLOW_NODE_READY_TIMEOUT", default_value_t = 300)]
+    node_ready_timeout: u64,
     /// A file sent to the command's standard input on every target (at most 1 MiB), e.g. a
     /// script from a ConfigMap the pod template mounts; without it the input is empty.
     #[arg(long, env = "WORKFLOW_SSH_STDIN_FILE")]
@@ -129,10 +138,16 @@ enum Error {
     /// Arguments that make no sense.
     #[error("{0}")]
     Usage(String),
+    /// The API server cannot be reached the way `--node-ready` needs.
+    #[error("{0}")]
+    Api(String),
 }
 
 fn main() -> ExitCode {
     let args = Args::parse();
+    if args.node_ready {
+        return check_nodes(&args);
+    }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -272,10 +287,29 @@ async fn run(args: &Args, session: Session, targets: Vec<Target>) -> ExitCode {
         .map(|(i, t)| (t.name.as_str(), i))
         .collect();
     results.sort_by_key(|r| order.get(r.name.as_str()).copied().unwrap_or(usize::MAX));
-    let message = report::message(&results);
+    finish(&args, &results)
+}
+
+/// `--node-ready`: each target's Node, through the API server.
+fn check_nodes(args: &Args) -> ExitCode {
+    let targets = match read_targets(args) {
+        Ok(targets) => targets,
+        Err(error) => return refuse(args, &error),
+    };
+    let api = match nodes::Api::in_cluster() {
+        Ok(api) => api,
+        Err(why) => return refuse(args, &Error::Api(why)),
+    };
+    let timeout = Duration::from_secs(args.node_ready_timeout);
+    finish(args, &nodes::check(&api, &targets, timeout))
+}
+
+/// Reports `results` (stdout and the termination message); 0 when every target is ok.
+fn finish(args: &Args, results: &[TargetResult]) -> ExitCode {
+    let message = report::message(results);
     print!("{message}");
     write_termination_log(args, &message);
-    let counts = Counts::of(&results);
+    let counts = Counts::of(results);
     if counts.ok == counts.total() {
         ExitCode::SUCCESS
     } else {

@@ -27,6 +27,8 @@ pub enum Outcome {
     TimedOut(Duration),
     /// The command never ran: no connection, no trusted host key, or no login.
     Unreachable(String),
+    /// A check the runner made itself failed, for this reason (`--node-ready`).
+    CheckFailed(String),
 }
 
 /// The result of one target.
@@ -58,6 +60,9 @@ impl TargetResult {
                     cut(&one_line(why), REASON_BUDGET)
                 )
             }
+            Outcome::CheckFailed(why) => {
+                format!("FAIL {}: {}", self.name, cut(&one_line(why), REASON_BUDGET))
+            }
             other => {
                 let what = match other {
                     Outcome::Exited(code) => format!("exit code {code} after {secs:.2} s"),
@@ -67,7 +72,9 @@ impl TargetResult {
                     Outcome::TimedOut(limit) => {
                         format!("timed out after {} s", limit.as_secs())
                     }
-                    Outcome::Succeeded | Outcome::Unreachable(_) => unreachable!("matched above"),
+                    Outcome::Succeeded | Outcome::Unreachable(_) | Outcome::CheckFailed(_) => {
+                        unreachable!("matched above")
+                    }
                 };
                 let last = last_line(&self.tail);
                 let reason = if last.is_empty() {

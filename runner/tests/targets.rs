@@ -554,3 +554,30 @@ fn a_stdin_file_is_the_commands_input_on_every_target_and_the_runners_clock_is_i
         missing.report
     );
 }
+
+#[test]
+fn node_ready_outside_a_pod_refuses_to_start_and_says_what_it_needs() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let targets = dir.path().join("targets.json");
+    std::fs::write(
+        &targets,
+        r#"[{"name": "node-1", "ip": "127.0.0.2", "role": "Worker"}]"#,
+    )
+    .expect("targets");
+    let report = dir.path().join("report");
+    let out = Command::new(RUNNER)
+        .arg("--node-ready")
+        .arg("--targets-file")
+        .arg(&targets)
+        .arg("--termination-log")
+        .arg(&report)
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("run the runner");
+    assert_eq!(out.status.code(), Some(2));
+    let message = std::fs::read_to_string(&report).unwrap_or_default();
+    assert!(
+        message.contains("service account") && message.contains("may get nodes"),
+        "{message}"
+    );
+}

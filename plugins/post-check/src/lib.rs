@@ -5,6 +5,7 @@
 //! | step | description | checks on each target | depends on |
 //! |---|---|---|---|
 //! | `verify-installation` | 验证安装结果 | `packages` installed, `services` running, `files` present, `commands` on PATH | |
+//! | `verify-node-ready` (with `nodeReady`) | 验证节点就绪 | the target's Node object (named as the target) is Ready, through the API server | `verify-installation` |
 //!
 //! # Parameters (`spec.params.post-check`), all optional
 //!
@@ -14,6 +15,8 @@
 //! | `services` | `[]` | active: systemd's `is-active`, else OpenRC's `status`, else a process of that name |
 //! | `files` | `[]` | absolute paths that must exist |
 //! | `commands` | `[]` | commands that must be on the login's PATH |
+//! | `nodeReady` | `false` | also check that each target's Node is Ready (the step's pod needs a service account that may get nodes: `spec.podTemplates.post-check.serviceAccountName`) |
+//! | `nodeReadyTimeoutSeconds` | 300 | how long to wait for the Nodes to be Ready |
 //! | `maxFailedTargets`, `minHealthyPercent` | none may fail | how many targets may fail before the step fails |
 //! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles` |
 //!
@@ -62,6 +65,11 @@ pub struct PostCheckParams {
     /// Commands that must be on the login's PATH.
     #[schemars(inner(regex(pattern = r"^[^\s/][^\s]*$")))]
     pub commands: Vec<String>,
+    /// Also check that each target's Node object (named as the target) is Ready.
+    pub node_ready: bool,
+    /// How long to wait for the Nodes to be Ready, in seconds (default 300).
+    #[schemars(range(min = 1, max = 86400))]
+    pub node_ready_timeout_seconds: Option<u32>,
     /// At most this many targets may fail.
     pub max_failed_targets: Option<u32>,
     /// At least this percentage of the targets must pass.
@@ -123,10 +131,19 @@ impl WorkflowType for PostCheck {
             max_failed_targets: p.max_failed_targets,
             min_healthy_percent: p.min_healthy_percent,
         };
-        Ok(vec![
+        let mut steps = vec![
             remote::on_targets("verify-installation", script, &p.ssh, budget)
                 .description("验证安装结果"),
-        ])
+        ];
+        if p.node_ready {
+            let timeout = p.node_ready_timeout_seconds.unwrap_or(300);
+            steps.push(
+                remote::nodes_ready("verify-node-ready", timeout, &p.ssh, budget)
+                    .description("验证节点就绪")
+                    .depends_on(["verify-installation"]),
+            );
+        }
+        Ok(steps)
     }
 
     fn evaluate(step: &Step, outcome: &StepOutcome) -> Verdict {
@@ -212,6 +229,44 @@ mod tests {
             ..PostCheckParams::default()
         };
         assert!(PostCheck::validate(&services).is_err());
+    }
+
+    #[test]
+    fn node_ready_adds_a_step_that_checks_the_nodes_after_the_installation() {
+        let steps = template(PostCheckParams {
+            node_ready: true,
+            node_ready_timeout_seconds: Some(120),
+            max_failed_targets: Some(1),
+            ..PostCheckParams::default()
+        });
+        assert_eq!(steps.len(), 2);
+        let node = &steps[1];
+        assert_eq!(
+            (
+                node.name.as_str(),
+                node.description.as_str(),
+                node.depends_on.clone()
+            ),
+            (
+                "verify-node-ready",
+                "验证节点就绪",
+                vec!["verify-installation".to_owned()]
+            )
+        );
+        let env: Vec<(&str, &str)> = node
+            .env
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_str()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                ("WORKFLOW_MAX_FAILED_TARGETS", "1"),
+                ("WORKFLOW_CHECK_NODE_READY", "true"),
+                ("WORKFLOW_NODE_READY_TIMEOUT", "120")
+            ]
+        );
+        assert_eq!(node.timeout_seconds, Some(180));
     }
 
     #[test]
