@@ -342,8 +342,8 @@ fn plugins_built_with_the_sdk_import_only_the_contract() {
         assert_eq!(
             imports,
             [
-                "workflow:plugin/host-log@0.1.0",
-                "workflow:plugin/types@0.1.0"
+                "workflow:plugin/host-log@0.2.0",
+                "workflow:plugin/types@0.2.0"
             ],
             "{name} imports"
         );
@@ -519,7 +519,7 @@ fn a_component_without_the_export_is_refused() {
     assert!(matches!(err, PluginError::MissingExport { .. }), "{err:?}");
     assert!(
         err.to_string()
-            .contains("workflow:plugin/workflow-type@0.1.0"),
+            .contains("workflow:plugin/workflow-type@0.2.0"),
         "{err}"
     );
 }

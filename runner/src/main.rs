@@ -287,7 +287,7 @@ async fn run(args: &Args, session: Session, targets: Vec<Target>) -> ExitCode {
         .map(|(i, t)| (t.name.as_str(), i))
         .collect();
     results.sort_by_key(|r| order.get(r.name.as_str()).copied().unwrap_or(usize::MAX));
-    finish(&args, &results)
+    finish(args, &results)
 }
 
 /// `--node-ready`: each target's Node, through the API server.
