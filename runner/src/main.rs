@@ -125,8 +125,9 @@ enum Error {
     Targets { path: PathBuf, reason: String },
     /// No usable private key.
     #[error(
-        "no usable SSH key at {path}: {reason} (mount a kubernetes.io/ssh-auth Secret at \
-         /etc/workflow/ssh with the group's spec.podTemplate)"
+        "no usable SSH key at {path}: {reason} (create the kubernetes.io/ssh-auth Secret \
+         workflow-ssh in the group's namespace, which step pods mount by default, or mount one \
+         at /etc/workflow/ssh with the group's spec.podTemplate)"
     )]
     Key { path: PathBuf, reason: String },
     /// The known hosts file is missing while the policy needs it.

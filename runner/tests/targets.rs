@@ -475,7 +475,7 @@ fn without_a_key_the_runner_refuses_to_start_and_says_how_to_mount_one() {
         run.report
     );
     assert!(
-        run.report.contains("kubernetes.io/ssh-auth Secret"),
+        run.report.contains("kubernetes.io/ssh-auth Secret") && run.report.contains("workflow-ssh"),
         "{}",
         run.report
     );
