@@ -93,6 +93,16 @@ pub fn printable(s: &str, max: usize) -> String {
     truncate(&escape_controls(s), max, Marker::Ellipsis).into_owned()
 }
 
+/// `s` as one single-quoted POSIX shell word: a script or a remote command line can carry any
+/// text in it literally.
+///
+/// ```
+/// assert_eq!(workflow_model::text::shell_quote("it's"), r"'it'\''s'");
+/// ```
+pub fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
 /// `s` on one line: each line trimmed, blank lines dropped, the rest joined with `; `, then
 /// cut to at most `max` bytes with [`Marker::Length`]. For error chains, which can span lines
 /// (a wasm backtrace).

@@ -297,14 +297,13 @@ pub fn verdict(step: &Step, outcome: &StepOutcome) -> Verdict {
     Verdict::Failed(quote(&reason))
 }
 
-/// `text` as one single-quoted shell word, for values a plugin puts into a script.
+/// `text` as one single-quoted shell word, for values a plugin puts into a script (the
+/// same quoting the runner gives the command it sends to a target).
 ///
 /// ```
 /// assert_eq!(workflow_plugin_sdk::remote::shell_quote("it's"), r"'it'\''s'");
 /// ```
-pub fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
-}
+pub use workflow_model::text::shell_quote;
 
 /// `name='value'` lines, one per pair: the parameters a script reads, set at its top.
 ///

@@ -13,6 +13,7 @@ use russh::client::{self, AuthResult, Handle};
 use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
 use russh::{ChannelMsg, Disconnect};
 use workflow_model::Target;
+use workflow_model::text::shell_quote;
 
 use crate::output::{Lines, Log, Tail};
 use crate::report::{Outcome, TargetResult};
@@ -223,10 +224,10 @@ pub fn remote_command(command: &str, target: &Target, now: u64) -> String {
     format!(
         "WORKFLOW_TARGET_NAME={} WORKFLOW_TARGET_IP={} WORKFLOW_TARGET_ROLE={} \
          WORKFLOW_RUNNER_TIME={now} exec /bin/sh -c {}",
-        quote(&target.name),
-        quote(&target.ip),
-        quote(&target.role),
-        quote(command)
+        shell_quote(&target.name),
+        shell_quote(&target.ip),
+        shell_quote(&target.role),
+        shell_quote(command)
     )
 }
 
@@ -234,11 +235,6 @@ fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
-}
-
-/// `text` as one single-quoted shell word.
-fn quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 /// The client side's host key decision (russh asks it once per connection).
