@@ -69,20 +69,10 @@ port="$(free_ports 1)"
   >"$work/operator.log" 2>&1 &
 operator_pid=$!
 wait_operator_started "$work/operator.log" 10 || { say "the operator did not start:"; cat "$work/operator.log" >&2; exit 1; }
-kubectl create --dry-run=client -o json -f "$SAMPLE" >"$work/sample.json"
 : >"$work/group"
 for run in $(seq 1 "$RUNS"); do
   name="sample-$run"
-  python3 - "$work/sample.json" "$work/hosts/hosts" "$name" >"$work/$name.json" <<PY
-import json, sys
-group = json.load(open(sys.argv[1]))
-addresses = [line.split()[1] for line in open(sys.argv[2]) if line.strip()]
-for target, address in zip(group["spec"]["targets"], addresses):
-    target["ip"] = address
-group["metadata"] = {"name": sys.argv[3]}
-group["spec"]["podTemplate"] = {$placement}
-json.dump(group, sys.stdout)
-PY
+  sample_on_hosts "$SAMPLE" "$work/hosts/hosts" "$name" >"$work/$name.json"
   t0=$(date +%s.%N)
   kubectl -n "$ns" apply -f "$work/$name.json" >/dev/null
   if ! kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Completed "workflowgroups.workflow.rxg456.cn/$name" --timeout=180s >/dev/null; then

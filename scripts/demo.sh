@@ -17,6 +17,23 @@ source scripts/lib.sh
 
 step() { printf '\n==> %s\n' "$*"; }
 
+# watch_sample <namespace> <start> <polls>: prints each new phase of the sample group in
+# <namespace>, timed from <start> (date +%s.%N), until it finishes or <polls> polls 0.2 s apart
+# have passed; leaves the last phase in $last.
+watch_sample() {
+  local line
+  last=""
+  for _ in $(seq 1 "$3"); do
+    line="$(kubectl -n "$1" get wfg workflowgroup-sample -o jsonpath='{.status.phase} {.status.progress}' 2>/dev/null || true)"
+    if [ "$line" != "$last" ]; then
+      printf '  %6.2fs  phase=%s\n' "$(echo "$(date +%s.%N) - $2" | bc)" "$line"
+      last="$line"
+    fi
+    case "$line" in Completed*|Failed*) return ;; esac
+    sleep 0.2
+  done
+}
+
 # As root the cluster gets its real node, where the second part runs.
 if [ "$(id -u)" = 0 ]; then export WORKFLOW_REAL_NODE="${WORKFLOW_REAL_NODE-1}"; fi
 step "Starting the local cluster"
@@ -50,16 +67,7 @@ start=$(date +%s.%N)
 kubectl apply -f "$SAMPLE"
 
 step "Watching it run"
-last=""
-for _ in $(seq 1 600); do
-  line="$(kubectl get wfg workflowgroup-sample -o jsonpath='{.status.phase} {.status.progress}' 2>/dev/null || true)"
-  if [ "$line" != "$last" ]; then
-    printf '  %6.2fs  phase=%s\n' "$(echo "$(date +%s.%N) - $start" | bc)" "$line"
-    last="$line"
-  fi
-  case "$line" in Completed*|Failed*) break ;; esac
-  sleep 0.2
-done
+watch_sample default "$start" 600
 
 step "kubectl get wfg,wf,pods"
 kubectl get wfg,wf,pods
@@ -82,42 +90,24 @@ hosts_part() {
   echo "    Secret workflow-ssh (the hosts' key and known_hosts), ConfigMap node-scripts (configure.sh)"
   # The sample as it is, its targets' addresses rewritten to the hosts, with what setup
   # installs and post-check verifies, and the real node's placement.
-  kubectl create --dry-run=client -o json -f "$SAMPLE" >"$hosts/sample.json"
-  python3 - "$hosts/sample.json" "$hosts/hosts" >"$hosts/group.json" <<'PY'
+  sample_on_hosts "$SAMPLE" "$hosts/hosts" workflowgroup-sample | python3 -c '
 import json, sys
-group = json.load(open(sys.argv[1]))
-addresses = [line.split()[1] for line in open(sys.argv[2]) if line.strip()]
-for target, address in zip(group["spec"]["targets"], addresses):
-    target["ip"] = address
-del group["metadata"]["namespace"]
+group = json.load(sys.stdin)
 group["spec"]["params"] = {
     "setup": {"packages": ["workflow-test-marker"], "scriptFile": "/etc/workflow/scripts/configure.sh"},
     "post-check": {"packages": ["workflow-test-marker"], "files": ["/etc/node-configured"],
                    "commands": ["workflow-test-marker"]},
 }
-group["spec"]["podTemplate"] = {
-    "nodeSelector": {"workflow.rxg456.cn/node": "real"},
-    "tolerations": [{"key": "workflow.rxg456.cn/real-node", "operator": "Exists", "effect": "NoSchedule"}],
-}
 group["spec"]["podTemplates"] = {"setup": {
     "volumes": [{"name": "scripts", "configMap": {"name": "node-scripts"}}],
     "volumeMounts": [{"name": "scripts", "mountPath": "/etc/workflow/scripts", "readOnly": True}],
 }}
-json.dump(group, sys.stdout)
-PY
+json.dump(group, sys.stdout)' >"$hosts/group.json"
   python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); print("    targets:", ", ".join(t["name"]+" "+t["ip"] for t in g["spec"]["targets"])); print("    params:", json.dumps(g["spec"]["params"]))' "$hosts/group.json"
-  local begin line seen=""
+  local begin
   begin=$(date +%s.%N)
   kubectl -n "$ns" apply -f "$hosts/group.json"
-  for _ in $(seq 1 900); do
-    line="$(kubectl -n "$ns" get wfg workflowgroup-sample -o jsonpath='{.status.phase} {.status.progress}' 2>/dev/null || true)"
-    if [ "$line" != "$seen" ]; then
-      printf '  %6.2fs  phase=%s\n' "$(echo "$(date +%s.%N) - $begin" | bc)" "$line"
-      seen="$line"
-    fi
-    case "$line" in Completed*|Failed*) break ;; esac
-    sleep 0.2
-  done
+  watch_sample "$ns" "$begin" 900
   step "What each step reported (the Workflows' stepDetails)"
   kubectl -n "$ns" get wf -o json | python3 -c '
 import json, sys
@@ -134,7 +124,7 @@ for wf in sorted(json.load(sys.stdin)["items"], key=lambda w: w["metadata"]["cre
       "$(tests/cluster/target-hosts.sh exec "$hosts" "$n" cat /etc/node-configured 2>&1)"
   done
   printf '  this machine: %s\n' "$(command -v workflow-test-marker || echo 'no workflow-test-marker (nothing was installed here)')"
-  case "$seen" in Completed*) ;; *) echo "the group against the hosts did not complete: $seen" >&2; return 1 ;; esac
+  case "$last" in Completed*) ;; *) echo "the group against the hosts did not complete: $last" >&2; return 1 ;; esac
 }
 
 if [ "$(id -u)" = 0 ] && tests/cluster/node.sh status >/dev/null 2>&1 && [ -f target/image/workflow-step.tar ]; then

@@ -68,3 +68,21 @@ wait_operator_started() {
     sleep 0.05
   done
 }
+
+# sample_on_hosts <sample.yaml> <hosts> <name>: prints the seed sample as JSON, named <name>,
+# its targets' addresses rewritten to the target hosts of <hosts> (target-hosts.sh's
+# "name address" lines, in order) and its steps placed on the local cluster's real node.
+sample_on_hosts() {
+  kubectl create --dry-run=client -o json -f "$1" | python3 -c '
+import json, sys
+group = json.load(sys.stdin)
+addresses = [line.split()[1] for line in open(sys.argv[1]) if line.strip()]
+for target, address in zip(group["spec"]["targets"], addresses):
+    target["ip"] = address
+group["metadata"] = {"name": sys.argv[2]}
+group["spec"]["podTemplate"] = {
+    "nodeSelector": {"workflow.rxg456.cn/node": "real"},
+    "tolerations": [{"key": "workflow.rxg456.cn/real-node", "operator": "Exists", "effect": "NoSchedule"}],
+}
+json.dump(group, sys.stdout)' "$2" "$3"
+}
