@@ -166,23 +166,7 @@ fn steps_act_on_each_target_over_ssh_with_a_secrets_key_and_a_host_that_is_down_
     let marks = hosts.file("marks");
     std::fs::create_dir_all(&marks).expect("marks directory");
     let ns = cluster.fresh_namespace("e2e-targets-ssh");
-    cluster.kubectl_ok(&[
-        "-n",
-        &ns,
-        "create",
-        "secret",
-        "generic",
-        "node-ssh",
-        "--type=kubernetes.io/ssh-auth",
-        &format!(
-            "--from-file=ssh-privatekey={}",
-            path(&hosts.file("ssh-privatekey"))
-        ),
-        &format!(
-            "--from-file=known_hosts={}",
-            path(&hosts.file("known_hosts"))
-        ),
-    ]);
+    hosts.secret(cluster, &ns, "node-ssh", &hosts.file("ssh-privatekey"));
     let plugins = plugin_dir(&["at"]);
     let mut operator = Operator::start(&ns, plugins.path());
 
