@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{
     VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+pub use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use kube::core::{Message, Rule};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
@@ -30,6 +31,8 @@ pub const LABEL_WORKFLOW_UID: &str = "workflow.rxg456.cn/workflow-uid";
 pub const LABEL_STEP: &str = "workflow.rxg456.cn/step";
 /// Label with the attempt (from 1) a step pod is.
 pub const LABEL_ATTEMPT: &str = "workflow.rxg456.cn/attempt";
+/// Label with the wave (from 1) a Workflow of a group with `spec.rollout` runs in.
+pub const LABEL_WAVE: &str = "workflow.rxg456.cn/wave";
 /// Annotation recording the digest of the plugin that templated a Workflow.
 pub const ANNOTATION_PLUGIN_DIGEST: &str = "workflow.rxg456.cn/plugin-digest";
 
@@ -160,6 +163,8 @@ const TYPE_IS_A_DNS_LABEL_MESSAGE: &str = "'workflow type \"' + self + '\" is no
     printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Progress","type":"string","jsonPath":".status.progress"}"#,
+    printcolumn = r#"{"name":"Waves","type":"string","jsonPath":".status.rollout.progress"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Succeeded\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new(PARAMS_ONLY_FOR_LISTED_TYPES)
@@ -207,6 +212,72 @@ pub struct WorkflowGroupSpec {
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     #[schemars(schema_with = "pod_templates_schema")]
     pub pod_templates: BTreeMap<String, StepPodTemplate>,
+    /// How the group shares its targets with other groups: by default at most one group at a
+    /// time acts on a target, cluster-wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusion: Option<Exclusion>,
+    /// Roll the workflow types over the targets in waves (all types on one wave's targets,
+    /// then the next wave), stopping when too many targets failed. Without it, one wave of all
+    /// targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+}
+
+/// What a group locks while it acts (`spec.exclusion`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Exclusion {
+    /// `Target` (the default): at most one group at a time acts on each target (its cluster
+    /// name and address), cluster-wide. `Type`: at most `maxConcurrent` groups of this group's
+    /// `spec.type` run at once, cluster-wide, and targets are not locked. `None`: no lock.
+    #[serde(default)]
+    pub scope: ExclusionScope,
+    /// With `scope: Type`: how many groups of the type may run at once (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_concurrent: Option<u32>,
+}
+
+/// The scope of a group's lock.
+// Plain comments on the variants, as for `Phase`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ExclusionScope {
+    // One group at a time per target.
+    #[default]
+    Target,
+    // A cluster-wide limit of running groups per group type.
+    Type,
+    // No lock.
+    None,
+}
+
+/// Waves over the targets (`spec.rollout`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// Targets per wave, which is also the most targets out at once: a number, or a percentage
+    /// of the targets (`"25%"`, rounded up). At least one.
+    pub wave_size: IntOrString,
+    /// Failed targets tolerated over all waves: a number, or a percentage of the targets
+    /// (rounded down). Default 0. Once more have failed, no new wave starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failed_targets: Option<IntOrString>,
+    /// When more targets failed than `maxFailedTargets`: `Fail` the group (the default), or
+    /// `Pause` it: the operator sets `spec.paused`, and clearing it accepts the failures so far
+    /// and starts the next wave.
+    #[serde(default)]
+    pub on_budget_exceeded: BudgetPolicy,
+}
+
+/// What a rollout does when its failure budget is exceeded.
+// Plain comments on the variants, as for `Phase`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BudgetPolicy {
+    // The group fails.
+    #[default]
+    Fail,
+    // The group pauses (spec.paused) until a person resumes it.
+    Pause,
 }
 
 impl WorkflowGroupSpec {
@@ -447,6 +518,42 @@ pub struct WorkflowReference {
     pub type_: String,
     /// Its phase.
     pub status: Phase,
+    /// The wave it runs in (from 1), in a group with `spec.rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave: Option<u32>,
+}
+
+/// How a group's rollout goes (`spec.rollout`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// Waves finished out of all, e.g. `2/3`.
+    pub progress: String,
+    /// Targets that failed so far, over all waves.
+    pub failed_targets: u32,
+    /// Each wave started so far: its targets and how it went.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waves: Vec<WaveStatus>,
+    /// The wave after which the group paused itself because its failure budget was exceeded;
+    /// clearing `spec.paused` accepts the failures up to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_after_wave: Option<u32>,
+}
+
+/// One wave of a rollout.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveStatus {
+    /// Its number, from 1.
+    pub wave: u32,
+    /// Running while its workflows run; Completed when they all completed; Failed when one
+    /// failed.
+    pub phase: Phase,
+    /// Its targets' names.
+    pub targets: Vec<String>,
+    /// Its targets that failed, each with why (`name: reason`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
 }
 
 /// Observed state of a WorkflowGroup.
@@ -478,6 +585,9 @@ pub struct WorkflowGroupStatus {
     /// The generation of the spec this status reflects.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The waves of a group with `spec.rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
 }
 
 /// A desired Workflow: a DAG of steps of one type, run against targets.

@@ -10,6 +10,7 @@ use tracing::info;
 use workflow_model::text::printable;
 use workflow_operator::cli::plugin::PluginCommand;
 use workflow_operator::controllers::workflow::pod::StepDefaults;
+use workflow_operator::controllers::locks::LockConfig;
 use workflow_operator::controllers::{self, Metrics, OperatorConfig};
 
 /// jemalloc instead of the C library's allocator: glibc keeps much of what a burst freed (the
@@ -108,6 +109,14 @@ struct RunArgs {
     /// Reconciles each controller runs at once (each waits mostly on the API server).
     #[arg(long, env = "WORKFLOW_CONCURRENT_RECONCILES", default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..))]
     concurrent_reconciles: u16,
+    /// Namespace of the Leases that lock targets (by default the plugin namespace). Every
+    /// operator sharing targets must use the same one.
+    #[arg(long, env = "WORKFLOW_LOCK_NAMESPACE")]
+    lock_namespace: Option<String>,
+    /// The lock Leases' `leaseDurationSeconds`: a lock whose group is gone (deleted, finished)
+    /// is freed within this time, whatever happened to the operator meanwhile.
+    #[arg(long, env = "WORKFLOW_LOCK_LEASE_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(3..=3600))]
+    lock_lease_seconds: u64,
     /// Log format: `text` for people, `json` (one object per line) for log pipelines.
     #[arg(long, env = "WORKFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -264,6 +273,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 },
                 namespace: args.namespace,
                 concurrent_reconciles: args.concurrent_reconciles,
+                locks: LockConfig {
+                    namespace: args.lock_namespace.unwrap_or_else(|| own_namespace.clone()),
+                    lease_duration: std::time::Duration::from_secs(args.lock_lease_seconds),
+                },
             },
             metrics,
             readiness,

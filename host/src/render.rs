@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 use workflow_model::text;
 
 use crate::api::{
-    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WORKFLOW_TYPE, Workflow, WorkflowGroup,
+    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WAVE, LABEL_WORKFLOW_TYPE, Workflow, WorkflowGroup,
     WorkflowSpec,
 };
 use crate::plugin::{GroupContext, Plugin, PluginError, Target};
@@ -102,6 +102,12 @@ pub fn type_params(group: &WorkflowGroup, workflow_type: &str) -> serde_json::Va
 /// so a group deleted and re-created under the same name never adopts its predecessor's
 /// Workflows while they are being garbage-collected.
 pub fn workflow_name(group: &WorkflowGroup, workflow_type: &str) -> String {
+    wave_workflow_name(group, workflow_type, None)
+}
+
+/// The deterministic name of the Workflow of `workflow_type` in `wave` of `group`'s rollout
+/// (`<group>-<type>-w<wave>-<hash>`); [`workflow_name`] without a wave.
+pub fn wave_workflow_name(group: &WorkflowGroup, workflow_type: &str, wave: Option<u32>) -> String {
     let identity = group.uid().unwrap_or_else(|| {
         format!(
             "{}/{}",
@@ -109,8 +115,17 @@ pub fn workflow_name(group: &WorkflowGroup, workflow_type: &str) -> String {
             group.name_any()
         )
     });
-    let suffix = short_hash(&[&identity, workflow_type]);
-    bounded_name(&[&group.name_any(), workflow_type], &suffix, MAX_NAME)
+    match wave {
+        None => {
+            let suffix = short_hash(&[&identity, workflow_type]);
+            bounded_name(&[&group.name_any(), workflow_type], &suffix, MAX_NAME)
+        }
+        Some(w) => {
+            let w = format!("w{w}");
+            let suffix = short_hash(&[&identity, workflow_type, &w]);
+            bounded_name(&[&group.name_any(), workflow_type, &w], &suffix, MAX_NAME)
+        }
+    }
 }
 
 /// `parts` joined by `-`, shortened so that with `-suffix` the result has at most `max`
@@ -143,6 +158,34 @@ pub fn render_workflow(
     plugin: &Plugin,
     now: i64,
 ) -> Result<Workflow, RenderError> {
+    render_wave(group, plugin, now, None)
+}
+
+/// Renders the Workflow of `plugin`'s type for `wave` of `group`'s rollout: `(number,
+/// targets)`, the plugin templating it for the wave's targets; [`render_workflow`] without.
+///
+/// # Errors
+/// As [`render_workflow`].
+pub fn render_wave(
+    group: &WorkflowGroup,
+    plugin: &Plugin,
+    now: i64,
+    wave: Option<(u32, &[Target])>,
+) -> Result<Workflow, RenderError> {
+    let Some((number, targets)) = wave else {
+        return render_group(group, plugin, now, None);
+    };
+    let mut of_wave = group.clone();
+    of_wave.spec.targets = targets.to_vec();
+    render_group(&of_wave, plugin, now, Some(number))
+}
+
+fn render_group(
+    group: &WorkflowGroup,
+    plugin: &Plugin,
+    now: i64,
+    wave: Option<u32>,
+) -> Result<Workflow, RenderError> {
     let type_name = plugin.info().type_name.clone();
     if !group.spec.workflow_steps.contains(&type_name) {
         return Err(RenderError::TypeNotInGroup {
@@ -160,6 +203,9 @@ pub fn render_workflow(
     let mut labels: BTreeMap<String, String> = group.labels().clone();
     labels.insert(LABEL_GROUP_NAME.into(), group.name_any());
     labels.insert(LABEL_WORKFLOW_TYPE.into(), type_name.clone());
+    if let Some(w) = wave {
+        labels.insert(LABEL_WAVE.into(), w.to_string());
+    }
     let annotations = BTreeMap::from([(
         ANNOTATION_PLUGIN_DIGEST.to_string(),
         plugin.digest().to_string(),
@@ -167,7 +213,7 @@ pub fn render_workflow(
 
     Ok(Workflow {
         metadata: ObjectMeta {
-            name: Some(workflow_name(group, &type_name)),
+            name: Some(wave_workflow_name(group, &type_name, wave)),
             namespace: Some(group.namespace().unwrap_or_else(|| "default".into())),
             labels: Some(labels),
             annotations: Some(annotations),

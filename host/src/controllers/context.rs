@@ -3,15 +3,17 @@
 
 use std::sync::Arc;
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 
 use super::error::Backoff;
+use super::locks::{LockConfig, Waiters};
 use super::metrics::Metrics;
 use super::workflow::pod::StepDefaults;
-use crate::api::Workflow;
+use crate::api::{Workflow, WorkflowGroup};
 use crate::plugin::PluginRegistry;
 
 /// Settings of the controllers.
@@ -23,6 +25,8 @@ pub struct OperatorConfig {
     pub namespace: Option<String>,
     /// Reconciles each controller runs at once.
     pub concurrent_reconciles: u16,
+    /// Where the locks on targets live.
+    pub locks: LockConfig,
 }
 
 /// What every reconcile needs.
@@ -40,6 +44,12 @@ pub struct Context {
     pub workflows: Store<Workflow>,
     /// Every step pod the operator watches (labelled with a workflow UID).
     pub pods: Store<Pod>,
+    /// Every WorkflowGroup the operator watches (lock holders, groups waiting in line).
+    pub groups: Store<WorkflowGroup>,
+    /// The lock Leases.
+    pub leases: Store<Lease>,
+    /// Groups waiting for a lock, woken when it is freed.
+    pub lock_waiters: Arc<Waiters>,
     /// The statuses written and not yet seen in the caches.
     pub written: super::write::WrittenStatus,
 }

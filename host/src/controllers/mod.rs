@@ -6,10 +6,12 @@
 //!   status writes, Events, the error policy, instrumentation).
 //! - [`status`]: the `Succeeded` condition and the transitions published as Events;
 //!   [`reason`]: every condition and Event reason.
+//! - [`locks`]: the locks on targets that keep groups apart.
 //! - [`context`], [`error`], [`metrics`].
 
 pub mod context;
 pub mod error;
+pub mod locks;
 pub mod metrics;
 pub mod reason;
 pub mod status;
@@ -21,11 +23,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, reflector, watcher};
-use kube::{Api, Client, Resource};
+use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
 pub use context::{Context, OperatorConfig};
@@ -90,11 +93,42 @@ pub async fn run(
     // Every watched object goes through a reflector store that the reconciles read instead of
     // listing from the API server; managedFields (a quarter of an object) are dropped first.
     let (group_store, group_writer) = reflector::store();
+    // A deleted group gives back its locks at once.
+    let (release_client, lock_namespace) = (client.clone(), config.locks.namespace.clone());
     let group_stream = watcher(groups, watcher::Config::default())
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(group_writer)
+        .inspect(move |event| {
+            if let Ok(watcher::Event::Delete(group)) = event {
+                tokio::spawn(locks::release_deleted(
+                    release_client.clone(),
+                    lock_namespace.clone(),
+                    group.clone(),
+                ));
+            }
+        })
         .applied_objects();
+    // The lock Leases; a deleted one wakes the groups waiting for it.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let lock_waiters = Arc::new(locks::Waiters::new(wake));
+    let (lease_store, lease_writer) = reflector::store();
+    let waiters = lock_waiters.clone();
+    let lease_watch = watcher(
+        Api::<Lease>::namespaced(client.clone(), &config.locks.namespace),
+        watcher::Config::default().labels(locks::LABEL_LOCK),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(lease_writer)
+    .for_each(move |event| {
+        match event {
+            Ok(watcher::Event::Delete(lease)) => waiters.freed(&lease.name_any()),
+            Ok(_) => {}
+            Err(error) => warn!(%error, "lock lease watch"),
+        }
+        futures::future::ready(())
+    });
     // One watch of Workflows feeds a shared store: the Workflow controller runs on it, and the
     // group controller is told of its Workflows' changes by it, only once the store holds
     // them (a second watch could tell it before the store it reads has caught up).
@@ -127,7 +161,18 @@ pub async fn run(
         backoff: error::Backoff::default(),
         workflows: workflow_store.clone(),
         pods: pod_store.clone(),
+        groups: group_store.clone(),
+        leases: lease_store.clone(),
+        lock_waiters,
         written: write::WrittenStatus::default(),
+    });
+    // The sweeper of gone holders' locks starts once the caches it judges by are complete.
+    let sweeper = (ctx.clone(), group_store.clone(), lease_store);
+    tokio::spawn(async move {
+        let (ctx, groups, leases) = sweeper;
+        if store_ready(&groups).await && store_ready(&leases).await {
+            locks::sweep(ctx).await;
+        }
     });
 
     let ready_stores = (group_store.clone(), workflow_store.clone(), pod_store);
@@ -145,6 +190,7 @@ pub async fn run(
     };
     let group_controller = Controller::for_stream(group_stream, group_store)
         .owns_shared_stream(group_triggers)
+        .reconcile_on(woken)
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config.clone())
         .shutdown_on_signal()
@@ -173,6 +219,7 @@ pub async fn run(
     // The shared watch ends with the controllers (on shutdown they stop reading from it).
     tokio::select! {
         _ = workflow_watch => {}
+        _ = lease_watch => {}
         _ = futures::future::join(group_controller, workflow_controller) => {}
     }
     info!("controllers stopped");

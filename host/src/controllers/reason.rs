@@ -30,6 +30,11 @@ pub const INVALID_STEPS: &str = "InvalidSteps";
 pub const STEP_FAILED: &str = "StepFailed";
 /// A step waits for the time its plugin's gate named.
 pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
+/// A group waits for locks on its targets (or a slot of its type) that other groups hold.
+pub const WAITING_FOR_TARGETS: &str = "WaitingForTargets";
+/// More targets failed in a group's rollout than its failure budget allows: it failed, or
+/// paused (`spec.rollout.onBudgetExceeded: Pause`).
+pub const FAILURE_BUDGET_EXCEEDED: &str = "FailureBudgetExceeded";
 /// The API server refused a step's pod for now (a full quota): the step waits and its pod is
 /// tried again with backoff. (A refusal that does not clear by itself fails the step.)
 pub const POD_REFUSED: &str = "PodRefused";
@@ -40,6 +45,10 @@ pub const POD_REFUSED: &str = "PodRefused";
 pub const STEP_RETRIED: &str = "StepRetried";
 /// A Workflow completed (once in its life).
 pub const WORKFLOW_COMPLETED: &str = "WorkflowCompleted";
+/// A wave of a group's rollout completed.
+pub const WAVE_COMPLETED: &str = "WaveCompleted";
+/// A wave of a group's rollout failed.
+pub const WAVE_FAILED: &str = "WaveFailed";
 /// A group completed (once in its life).
 pub const GROUP_COMPLETED: &str = "GroupCompleted";
 /// A group failed (once in its life).

@@ -10,23 +10,26 @@ pub mod plan;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::info;
 
 use self::plan::{
-    GroupPlugins, ObservedWorkflow, PluginState, name_taken, plan_group, workflow_refused,
+    GroupPlugins, ObservedWorkflow, PluginState, Unit, current_targets, name_taken, plan_group,
+    units, waiting_for_locks, workflow_refused,
 };
 use super::context::Context;
 use super::error::{Error, Result};
+use super::locks::{self, Acquired};
 use super::write;
 use crate::api::{Phase, Workflow, WorkflowGroup};
 use crate::plugin::PluginRegistry;
-use crate::render::{RenderError, render_workflow, type_params, workflow_name};
+use crate::render::{RenderError, render_wave, type_params, wave_workflow_name};
 
 /// Reconciles one WorkflowGroup.
 pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<Action> {
@@ -43,16 +46,13 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     // From the watch cache: a Workflow created a moment ago may be missing yet, and creating
     // it again finds it (its name is deterministic).
     // Looked up by their deterministic names, not by scanning every Workflow in the cache.
-    let workflows: BTreeMap<String, ObservedWorkflow> = group
-        .spec
-        .workflow_steps
+    let workflows: BTreeMap<String, ObservedWorkflow> = units(group)
         .iter()
-        .filter_map(|type_name| {
-            let key = ObjectRef::new(&workflow_name(group, type_name)).within(&ns);
-            ctx.workflows.get(&key)
+        .filter_map(|unit| {
+            let name = wave_workflow_name(group, &unit.type_, unit.wave);
+            let w = ctx.workflows.get(&ObjectRef::new(&name).within(&ns))?;
+            write::controlled_by(&*w, &uid).then(|| (unit.key(), ObservedWorkflow::of(&w)))
         })
-        .filter(|w| write::controlled_by(&**w, &uid))
-        .map(|w| (w.spec.type_.clone(), ObservedWorkflow::of(&w)))
         .collect();
 
     let now = Timestamp::now();
@@ -63,6 +63,17 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     };
     let mut plan = plan_group(group, &workflows, &plugins, now);
 
+    // The Workflow to create acts on its targets only with their locks held.
+    let mut waiting = false;
+    if let Some(workflow) = &plan.create {
+        let targets = workflow.spec.targets.clone();
+        if let Acquired::Waiting(message) =
+            locks::acquire(ctx, group, &targets, current_targets).await?
+        {
+            plan = waiting_for_locks(group, plan, message, now);
+            waiting = true;
+        }
+    }
     if let Some(workflow) = &plan.create {
         match write::create_controlled(&workflows_api, workflow, &uid).await {
             Ok(()) => {
@@ -75,23 +86,46 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
             Err(e) => return Err(e),
         }
     }
+    if plan.pause && !group.spec.paused {
+        // Before the status that says so: a crash between the two pauses it again.
+        let patch = serde_json::json!({"spec": {"paused": true}});
+        groups
+            .patch(&group.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(Error::Kube)?;
+        info!("paused: the rollout's failure budget is exceeded");
+    }
     let written =
         write::record_transition(ctx, &groups, group, &old, &plan.status, &plan.events).await?;
     // Counted when it finished, not when a finished group's conditions are brought up to date.
     let finished_now = written && !old.phase.is_some_and(Phase::is_finished);
-    if let Some(phase) = plan
-        .status
-        .phase
-        .filter(|p| finished_now && p.is_finished())
-    {
+    let finished = plan.status.phase.is_some_and(Phase::is_finished);
+    if let Some(phase) = plan.status.phase.filter(|_| finished_now && finished) {
         ctx.metrics.group_finished(phase.as_str());
         info!(%phase, "group finished");
     }
+    // Locks go back once the group no longer acts on their targets: finished (with no step
+    // pod left running), between waves, paused between waves.
+    let mut release_later = false;
+    if !plan.keep_locks && plan.create.is_none() && !waiting && !locks::held_by(ctx, &uid).is_empty() {
+        if locks::steps_running(group, ctx) {
+            release_later = true;
+        } else {
+            locks::release(ctx, &uid).await?;
+        }
+    }
     match plan.unavailable {
         Some(error) => Err(Error::PluginUnavailable(error)),
+        // Woken when a lock it waits for is freed; asked again meanwhile in case a wake-up is
+        // missed (a holder that disappears without deleting its lock).
+        None if waiting => Ok(Action::requeue(LOCK_RECHECK)),
+        None if release_later => Ok(Action::requeue(Duration::from_secs(2))),
         None => Ok(Action::await_change()),
     }
 }
+
+/// How often a group waiting for locks looks again without being woken.
+const LOCK_RECHECK: Duration = Duration::from_secs(10);
 
 /// The group's plugins, as the registry has them now.
 struct RegistryPlugins<'a> {
@@ -110,11 +144,12 @@ impl GroupPlugins for RegistryPlugins<'_> {
         }
     }
 
-    fn render(&self, type_name: &str) -> Result<Workflow, RenderError> {
+    fn render(&self, unit: &Unit) -> Result<Workflow, RenderError> {
         let plugin = self
             .registry
-            .get(type_name)
-            .ok_or_else(|| RenderError::NoPlugin(type_name.to_string()))?;
-        render_workflow(self.group, &plugin, self.now.as_second())
+            .get(&unit.type_)
+            .ok_or_else(|| RenderError::NoPlugin(unit.type_.clone()))?;
+        let wave = unit.wave.map(|w| (w, unit.targets.as_slice()));
+        render_wave(self.group, &plugin, self.now.as_second(), wave)
     }
 }

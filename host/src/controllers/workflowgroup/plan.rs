@@ -9,7 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::{
-    ConditionStatus, Phase, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
+    BudgetPolicy, ConditionStatus, IntOrString, Phase, RolloutStatus, Target, WaveStatus,
+    Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -29,6 +30,8 @@ pub struct ObservedWorkflow {
     pub reason: String,
     /// Its `Succeeded` condition's message.
     pub message: String,
+    /// The targets its steps reported failed or unreachable, each with why.
+    pub failed_targets: BTreeMap<String, String>,
 }
 
 impl ObservedWorkflow {
@@ -36,13 +39,132 @@ impl ObservedWorkflow {
     pub fn of(workflow: &Workflow) -> Self {
         let status = workflow.status.as_ref();
         let condition = status.and_then(|s| succeeded(&s.conditions));
+        let failed_targets = status
+            .iter()
+            .flat_map(|s| s.step_details.iter())
+            .filter_map(|(step, d)| Some((step, d.targets.as_ref()?)))
+            .flat_map(|(step, report)| {
+                report
+                    .problems
+                    .iter()
+                    .map(move |p| (p.name.clone(), format!("{step}: {}", p.reason)))
+            })
+            .collect();
         ObservedWorkflow {
             name: workflow.name_any(),
             phase: status.and_then(|s| s.phase),
             reason: condition.map(|c| c.reason.clone()).unwrap_or_default(),
             message: condition.map(|c| c.message.clone()).unwrap_or_default(),
+            failed_targets,
         }
     }
+}
+
+/// One Workflow of a group: a workflow type, in a wave when the group rolls out in waves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unit {
+    pub type_: String,
+    /// Its wave (from 1), with `spec.rollout`.
+    pub wave: Option<u32>,
+    /// The targets it acts on: the group's, or its wave's.
+    pub targets: Vec<Target>,
+}
+
+impl Unit {
+    /// How the plan's observed Workflows are keyed: the type, and `#wave` in a rollout.
+    pub fn key(&self) -> String {
+        unit_key(&self.type_, self.wave)
+    }
+}
+
+/// The key of the Workflow of `type_` in `wave`.
+pub fn unit_key(type_: &str, wave: Option<u32>) -> String {
+    match wave {
+        None => type_.to_string(),
+        Some(w) => format!("{type_}#{w}"),
+    }
+}
+
+/// `value` of `total`: a number, or a percentage of `total` rounded up or down.
+fn scaled(value: &IntOrString, total: usize, round_up: bool, field: &str) -> Result<usize, String> {
+    match value {
+        IntOrString::Int(n) => usize::try_from(*n)
+            .map_err(|_| format!("{field}: {n} is negative")),
+        IntOrString::String(text) => {
+            let percent = text
+                .trim()
+                .strip_suffix('%')
+                .and_then(|p| p.trim().parse::<u32>().ok())
+                .filter(|p| *p <= 100)
+                .ok_or_else(|| {
+                    format!("{field}: {text:?} is neither a number nor a percentage like \"25%\"")
+                })?;
+            let scaled = total * percent as usize;
+            Ok(if round_up {
+                scaled.div_ceil(100)
+            } else {
+                scaled / 100
+            })
+        }
+    }
+}
+
+/// The group's targets in waves: `spec.rollout.waveSize` at a time, or one wave of all.
+///
+/// # Errors
+/// The wave size is not a positive number or a percentage.
+pub fn waves(group: &WorkflowGroup) -> Result<Vec<Vec<Target>>, String> {
+    let targets = &group.spec.targets;
+    let Some(rollout) = &group.spec.rollout else {
+        return Ok(vec![targets.clone()]);
+    };
+    let size = scaled(&rollout.wave_size, targets.len(), true, "spec.rollout.waveSize")?;
+    if size == 0 && !matches!(rollout.wave_size, IntOrString::String(_)) {
+        return Err("spec.rollout.waveSize: 0 targets per wave; give at least 1".into());
+    }
+    if targets.is_empty() {
+        return Ok(vec![Vec::new()]);
+    }
+    Ok(targets.chunks(size.max(1)).map(<[Target]>::to_vec).collect())
+}
+
+/// How many failed targets the rollout tolerates.
+fn failure_budget(group: &WorkflowGroup) -> Result<usize, String> {
+    let total = group.spec.targets.len();
+    match group.spec.rollout.as_ref().and_then(|r| r.max_failed_targets.as_ref()) {
+        None => Ok(0),
+        Some(value) => scaled(value, total, false, "spec.rollout.maxFailedTargets"),
+    }
+}
+
+/// The Workflows of `group`, in the order they run: each type in turn, wave after wave.
+pub fn units(group: &WorkflowGroup) -> Vec<Unit> {
+    let rollout = group.spec.rollout.is_some();
+    let waves = waves(group).unwrap_or_default();
+    waves
+        .iter()
+        .enumerate()
+        .flat_map(|(i, targets)| {
+            let wave = rollout.then(|| u32::try_from(i + 1).unwrap_or(u32::MAX));
+            group.spec.workflow_steps.iter().map(move |t| Unit {
+                type_: t.clone(),
+                wave,
+                targets: targets.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The targets `group` waits for or acts on now: its current wave's (all of them without
+/// `spec.rollout`). Other groups read it to serve waiting groups in order.
+pub fn current_targets(group: &WorkflowGroup) -> Vec<Target> {
+    let waves = waves(group).unwrap_or_default();
+    let finished = group
+        .status
+        .as_ref()
+        .and_then(|s| s.rollout.as_ref())
+        .map_or(0, |r| r.waves.iter().filter(|w| w.phase.is_finished()).count());
+    waves.into_iter().nth(finished).unwrap_or_default()
 }
 
 /// What the registry says about a workflow type.
@@ -59,8 +181,8 @@ pub enum PluginState {
 pub trait GroupPlugins {
     /// Whether a plugin of `type_name` is loaded and accepts the group's params for it.
     fn check(&self, type_name: &str) -> PluginState;
-    /// The Workflow of `type_name` for the group, templated by its plugin.
-    fn render(&self, type_name: &str) -> Result<Workflow, RenderError>;
+    /// The Workflow of `unit` for the group, templated by its plugin.
+    fn render(&self, unit: &Unit) -> Result<Workflow, RenderError>;
 }
 
 /// What the WorkflowGroup controller decided for one reconcile.
@@ -74,11 +196,16 @@ pub struct GroupPlan {
     pub events: Vec<Transition>,
     /// A plugin could not answer now: the reconcile is retried with backoff.
     pub unavailable: Option<PluginError>,
+    /// The group acts on its (current wave's) targets, or is about to: it keeps its locks.
+    /// False before it starts, between waves and once finished: it gives them back.
+    pub keep_locks: bool,
+    /// Its rollout exceeded its failure budget and pauses: the operator sets `spec.paused`.
+    pub pause: bool,
 }
 
-/// Decides what to do with `group`, given its Workflows by type and its plugins. Plugins are
-/// asked only about the types due now (a params check is a sandboxed plugin call, so a running
-/// group does not pay for it on every reconcile).
+/// Decides what to do with `group`, given its Workflows (by [`Unit::key`]) and its plugins.
+/// Plugins are asked only about the types due now (a params check is a sandboxed plugin call,
+/// so a running group does not pay for it on every reconcile).
 pub fn plan_group(
     group: &WorkflowGroup,
     workflows: &BTreeMap<String, ObservedWorkflow>,
@@ -98,6 +225,10 @@ pub fn plan_group(
     }
     let mut plan = Planner::new(group, &old, now);
     let types = &group.spec.workflow_steps;
+    if let Some(problem) = spec_problem(group) {
+        return plan.wait(reason::INVALID_SPEC, problem);
+    }
+    let units = units(group);
     // A Workflow the group created is Running in the group's eyes until its own controller
     // says otherwise (Pending while it waits for a schedule or a plugin), so that its
     // controller starting it costs the group no status write.
@@ -117,70 +248,168 @@ pub fn plan_group(
             (t, (w, phase))
         })
         .collect();
-    plan.status.workflows = types
+    plan.status.workflows = units
         .iter()
-        .filter_map(|t| {
-            workflows.get(t).map(|(w, phase)| WorkflowReference {
+        .filter_map(|u| {
+            workflows.get(&u.key()).map(|(w, phase)| WorkflowReference {
                 name: w.name.clone(),
-                type_: t.clone(),
+                type_: u.type_.clone(),
                 status: *phase,
+                wave: u.wave,
             })
         })
         .collect();
     plan.update_progress();
 
-    if let Some(problem) = spec_problem(group) {
-        return plan.wait(reason::INVALID_SPEC, problem);
-    }
-
     // Before anything starts, every type must be runnable: don't begin what cannot finish.
     // Once started, the next type is checked when its turn comes.
     let started = !workflows.is_empty();
-    let all_done = workflows.values().all(|(_, p)| *p == Phase::Completed);
+    let all_done = workflows.values().all(|(_, p)| p.is_finished());
     let due: Vec<&String> = if !started {
         types.iter().collect()
     } else if all_done {
-        types
+        units
             .iter()
-            .filter(|t| !workflows.contains_key(*t))
-            .take(1)
+            .find(|u| !workflows.contains_key(&u.key()))
+            .map(|u| &u.type_)
+            .into_iter()
             .collect()
     } else {
         Vec::new()
     };
-    let plan = match plan.check_plugins(&due, plugins) {
+    let mut plan = match plan.check_plugins(&due, plugins) {
         ControlFlow::Continue(plan) => plan,
         ControlFlow::Break(finished) => return finished,
     };
 
-    for t in types {
-        match workflows.get(t) {
-            Some((_, Phase::Completed)) => continue,
-            Some((w, Phase::Failed)) => {
-                let message = format!("workflow {} ({t}) failed: {}", w.name, w.message);
-                return plan.finish(Phase::Failed, reason::WORKFLOW_FAILED, message);
+    let rollout = group.spec.rollout.as_ref();
+    let waves = waves(group).unwrap_or_default();
+    let budget = failure_budget(group).unwrap_or(0);
+    let old_rollout = old.rollout.clone().unwrap_or_default();
+    let mut failed: BTreeMap<String, String> = BTreeMap::new();
+    let mut accepted = 0;
+    for (i, targets) in waves.iter().enumerate() {
+        let wave = rollout.map(|_| u32::try_from(i + 1).unwrap_or(u32::MAX));
+        let mut wave_failed: BTreeMap<String, String> = BTreeMap::new();
+        let mut wave_phase = Phase::Completed;
+        let mut wave_started = false;
+        for t in types {
+            let unit = Unit {
+                type_: t.clone(),
+                wave,
+                targets: targets.clone(),
+            };
+            match workflows.get(&unit.key()) {
+                Some((w, Phase::Completed)) => {
+                    wave_started = true;
+                    wave_failed.extend(w.failed_targets.clone());
+                }
+                Some((w, Phase::Failed)) => {
+                    let message = format!("workflow {} ({t}) failed: {}", w.name, w.message);
+                    if rollout.is_none() {
+                        return plan.finish(Phase::Failed, reason::WORKFLOW_FAILED, message);
+                    }
+                    wave_phase = Phase::Failed;
+                    if w.failed_targets.is_empty() {
+                        // No target named: the whole wave failed with it.
+                        wave_failed.extend(targets.iter().map(|x| (x.name.clone(), message.clone())));
+                    } else {
+                        wave_failed.extend(w.failed_targets.clone());
+                    }
+                    break;
+                }
+                Some((w, phase)) => {
+                    plan.keep_locks = true;
+                    plan.record_wave(wave, Phase::Running, targets, &wave_failed);
+                    // Its step's pod is refused for now (a full quota): the group says why.
+                    if w.reason == reason::POD_REFUSED {
+                        let message = format!("workflow {} ({t}): {}", w.name, w.message);
+                        return plan.wait(reason::POD_REFUSED, message);
+                    }
+                    if *phase == Phase::Pending {
+                        let message = format!("workflow {} ({t}) is pending", w.name);
+                        return plan.wait(reason::RUNNING, message);
+                    }
+                    let message = running_message(&w.name, t, wave, waves.len());
+                    return plan.wait(reason::RUNNING, message);
+                }
+                None if group.spec.paused => {
+                    plan.keep_locks = wave_started;
+                    if wave_started {
+                        plan.record_wave(wave, Phase::Running, targets, &wave_failed);
+                    }
+                    return plan.wait(
+                        reason::PAUSED,
+                        "paused: no new workflow starts until spec.paused is cleared".into(),
+                    );
+                }
+                None => {
+                    plan.keep_locks = true;
+                    plan.record_wave(wave, Phase::Running, targets, &wave_failed);
+                    return plan.create(&unit, waves.len(), plugins);
+                }
             }
-            // Its step's pod is refused for now (a full quota): the group says why it waits.
-            Some((w, Phase::Pending | Phase::Running)) if w.reason == reason::POD_REFUSED => {
-                let message = format!("workflow {} ({t}): {}", w.name, w.message);
-                return plan.wait(reason::POD_REFUSED, message);
-            }
-            Some((w, Phase::Pending)) => {
-                let message = format!("workflow {} ({t}) is pending", w.name);
-                return plan.wait(reason::RUNNING, message);
-            }
-            Some((w, _)) => return plan.wait(reason::RUNNING, running_message(&w.name, t)),
-            None if group.spec.paused => {
-                return plan.wait(
-                    reason::PAUSED,
-                    "paused: no new workflow starts until spec.paused is cleared".into(),
-                );
-            }
-            None => return plan.create(t, plugins),
         }
+        let Some(wave) = wave else {
+            continue;
+        };
+        plan.record_wave(Some(wave), wave_phase, targets, &wave_failed);
+        failed.extend(wave_failed);
+        if old_rollout.paused_after_wave == Some(wave) && !group.spec.paused {
+            // Resumed after this wave: its failures and those before are accepted.
+            accepted = failed.len();
+        }
+        plan.count_failed(failed.len());
+        let counted = failed.len() - accepted;
+        if counted <= budget {
+            continue;
+        }
+        let mut message = format!(
+            "{counted} target{} failed, more than spec.rollout.maxFailedTargets allows ({budget}): {}",
+            if counted == 1 { "" } else { "s" },
+            failure_list(&failed),
+        );
+        let last = i + 1 == waves.len();
+        let policy = rollout.map(|r| r.on_budget_exceeded).unwrap_or_default();
+        if last || policy == BudgetPolicy::Fail {
+            return plan.finish(Phase::Failed, reason::FAILURE_BUDGET_EXCEEDED, message);
+        }
+        message.push_str(&format!(
+            "; paused after wave {wave}: clear spec.paused to accept these failures and start wave {}",
+            wave + 1
+        ));
+        plan.pause = !group.spec.paused;
+        if let Some(r) = plan.status.rollout.as_mut() {
+            r.paused_after_wave = Some(wave);
+        }
+        return plan.wait(reason::FAILURE_BUDGET_EXCEEDED, message);
     }
-    let message = format!("all {} workflows completed", types.len());
+    let message = match rollout {
+        None => format!("all {} workflows completed", types.len()),
+        Some(_) if failed.is_empty() => format!("all {} waves completed", waves.len()),
+        Some(_) => format!(
+            "all {} waves finished; {} of {} targets failed, within the failure budget: {}",
+            waves.len(),
+            failed.len(),
+            group.spec.targets.len(),
+            failure_list(&failed)
+        ),
+    };
     plan.finish(Phase::Completed, reason::COMPLETED, message)
+}
+
+/// `node-3 (setup: exit code 1), …`, at most five.
+fn failure_list(failed: &BTreeMap<String, String>) -> String {
+    const SHOWN: usize = 5;
+    let mut out: Vec<String> = failed
+        .iter()
+        .take(SHOWN)
+        .map(|(name, why)| format!("{name} ({why})"))
+        .collect();
+    if failed.len() > SHOWN {
+        out.push(format!("and {} more", failed.len() - SHOWN));
+    }
+    out.join(", ")
 }
 
 /// The plan after the Workflow it meant to create turned out to be taken: a Workflow of that
@@ -193,6 +422,7 @@ pub fn name_taken(group: &WorkflowGroup, plan: GroupPlan, now: Timestamp) -> Gro
     not_created(
         group,
         plan,
+        reason::TEMPLATE_FAILED,
         format!("a Workflow named {name} already exists and does not belong to this group"),
         now,
     )
@@ -214,15 +444,30 @@ pub fn workflow_refused(
     not_created(
         group,
         plan,
+        reason::TEMPLATE_FAILED,
         format!("the API server refused the Workflow for {type_name}: {why}"),
         now,
     )
+}
+
+/// The plan after the locks on the targets of the Workflow it meant to create were not all
+/// free: the group waits (`WaitingForTargets`), saying for what and who holds it.
+pub fn waiting_for_locks(
+    group: &WorkflowGroup,
+    plan: GroupPlan,
+    message: String,
+    now: Timestamp,
+) -> GroupPlan {
+    let mut plan = not_created(group, plan, reason::WAITING_FOR_TARGETS, message, now);
+    plan.keep_locks = false;
+    plan
 }
 
 /// The plan when the Workflow it meant to create was not created: waiting, saying why.
 fn not_created(
     group: &WorkflowGroup,
     mut plan: GroupPlan,
+    reason: &str,
     message: String,
     now: Timestamp,
 ) -> GroupPlan {
@@ -230,12 +475,28 @@ fn not_created(
         return plan;
     };
     let name = workflow.name_any();
+    let wave = plan
+        .status
+        .workflows
+        .iter()
+        .find(|w| w.name == name)
+        .and_then(|w| w.wave);
     plan.status.workflows.retain(|w| w.name != name);
+    // A wave that has not begun after all is not listed.
+    if let (Some(wave), Some(rollout)) = (wave, plan.status.rollout.as_mut())
+        && !plan.status.workflows.iter().any(|w| w.wave == Some(wave))
+    {
+        rollout.waves.retain(|w| w.wave != wave);
+    }
     let old = group.status.clone().unwrap_or_default();
     let mut planner = Planner::new(group, &old, now);
     planner.status = plan.status;
     planner.events = plan.events;
-    planner.wait(reason::TEMPLATE_FAILED, message)
+    planner.update_progress();
+    let keep_locks = plan.keep_locks;
+    let mut plan = planner.wait(reason, message);
+    plan.keep_locks = keep_locks;
+    plan
 }
 
 /// Builds one plan: the status being edited, the events, and the answers that end it.
@@ -245,6 +506,8 @@ struct Planner<'a> {
     status: WorkflowGroupStatus,
     events: Vec<Transition>,
     now: Timestamp,
+    keep_locks: bool,
+    pause: bool,
 }
 
 impl<'a> Planner<'a> {
@@ -252,12 +515,23 @@ impl<'a> Planner<'a> {
         let mut status = old.clone();
         status.observed_generation = group.metadata.generation;
         status.start_time.get_or_insert(Time(now));
+        // The waves are listed afresh by each plan, from the Workflows observed.
+        status.rollout = group.spec.rollout.as_ref().map(|_| {
+            let old = old.rollout.clone().unwrap_or_default();
+            RolloutStatus {
+                progress: format!("0/{}", waves(group).map_or(0, |w| w.len())),
+                paused_after_wave: old.paused_after_wave,
+                ..RolloutStatus::default()
+            }
+        });
         Self {
             group,
             old,
             status,
             events: Vec::new(),
             now,
+            keep_locks: false,
+            pause: false,
         }
     }
 
@@ -268,8 +542,73 @@ impl<'a> Planner<'a> {
             .iter()
             .filter(|w| w.status == Phase::Completed)
             .count();
-        let total = self.group.spec.workflow_steps.len();
+        let total = units(self.group).len();
         self.status.progress = Some(format!("{completed}/{total}"));
+    }
+
+    /// Lists wave `wave` (of a rollout) as `phase`, with its failed targets; a wave that has
+    /// just finished is also an Event.
+    fn record_wave(
+        &mut self,
+        wave: Option<u32>,
+        phase: Phase,
+        targets: &[Target],
+        failed: &BTreeMap<String, String>,
+    ) {
+        let (Some(wave), Some(rollout)) = (wave, self.status.rollout.as_mut()) else {
+            return;
+        };
+        let entry = WaveStatus {
+            wave,
+            phase,
+            targets: targets.iter().map(|t| t.name.clone()).collect(),
+            failed: failed
+                .iter()
+                .take(MAX_LISTED_FAILURES)
+                .map(|(name, why)| format!("{name}: {why}"))
+                .collect(),
+        };
+        rollout.waves.retain(|w| w.wave != wave);
+        rollout.waves.push(entry);
+        let finished = rollout.waves.iter().filter(|w| w.phase.is_finished()).count();
+        let total = rollout
+            .progress
+            .split_once('/')
+            .map_or("0", |(_, t)| t)
+            .to_string();
+        rollout.progress = format!("{finished}/{total}");
+        let was_finished = self
+            .old
+            .rollout
+            .iter()
+            .flat_map(|r| &r.waves)
+            .any(|w| w.wave == wave && w.phase.is_finished());
+        if phase.is_finished() && !was_finished {
+            let event = if phase == Phase::Completed {
+                let message = format!(
+                    "wave {wave} completed on {} target{}{}",
+                    targets.len(),
+                    if targets.len() == 1 { "" } else { "s" },
+                    if failed.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", {} failed: {}", failed.len(), failure_list(failed))
+                    }
+                );
+                Transition::normal(reason::WAVE_COMPLETED, message)
+            } else {
+                let message = format!("wave {wave} failed: {}", failure_list(failed));
+                Transition::warning(reason::WAVE_FAILED, message)
+            };
+            self.events.push(event.once());
+        }
+    }
+
+    /// Records how many targets failed so far.
+    fn count_failed(&mut self, failed: usize) {
+        if let Some(rollout) = self.status.rollout.as_mut() {
+            rollout.failed_targets = u32::try_from(failed).unwrap_or(u32::MAX);
+        }
     }
 
     fn condition(&mut self, status: ConditionStatus, reason: &str, message: &str) {
@@ -284,6 +623,8 @@ impl<'a> Planner<'a> {
         GroupPlan {
             status: self.status,
             events: self.events,
+            keep_locks: self.keep_locks,
+            pause: self.pause,
             ..GroupPlan::default()
         }
     }
@@ -299,7 +640,10 @@ impl<'a> Planner<'a> {
         });
         let changed = !succeeded(&self.old.conditions)
             .is_some_and(|c| c.reason == reason && c.message == message);
-        if changed && reason != reason::RUNNING {
+        if changed && reason == reason::WAITING_FOR_TARGETS {
+            self.events
+                .push(Transition::normal(reason, message.clone()));
+        } else if changed && reason != reason::RUNNING {
             self.events
                 .push(Transition::warning(reason, message.clone()));
         }
@@ -371,9 +715,10 @@ impl<'a> Planner<'a> {
         ControlFlow::Continue(self)
     }
 
-    /// Templates the Workflow of `type_name` and lists it as created.
-    fn create(mut self, type_name: &str, plugins: &dyn GroupPlugins) -> GroupPlan {
-        let workflow = match plugins.render(type_name) {
+    /// Templates the Workflow of `unit` and lists it as created.
+    fn create(mut self, unit: &Unit, waves: usize, plugins: &dyn GroupPlugins) -> GroupPlan {
+        let type_name = unit.type_.as_str();
+        let workflow = match plugins.render(unit) {
             Ok(workflow) => workflow,
             Err(RenderError::Plugin(e)) if e.is_transient() => return self.unavailable(e),
             Err(e) => {
@@ -386,7 +731,9 @@ impl<'a> Planner<'a> {
             name: name.clone(),
             type_: type_name.to_string(),
             status: Phase::Running,
+            wave: unit.wave,
         });
+        self.update_progress();
         self.status.phase = Some(Phase::Running);
         // The words the group uses once it sees the new Workflow running: seeing it then
         // changes nothing, and costs no status write. No Event either: the status lists the
@@ -394,7 +741,7 @@ impl<'a> Planner<'a> {
         self.condition(
             ConditionStatus::Unknown,
             reason::RUNNING,
-            &running_message(&name, type_name),
+            &running_message(&name, type_name, unit.wave, waves),
         );
         let mut plan = self.done();
         plan.create = Some(workflow);
@@ -402,10 +749,17 @@ impl<'a> Planner<'a> {
     }
 }
 
-/// The group's condition while its Workflow `name` of type `type_name` runs.
-fn running_message(name: &str, type_name: &str) -> String {
-    format!("workflow {name} ({type_name}) is running")
+/// The group's condition while its Workflow `name` of type `type_name` runs (in `wave` of
+/// `waves`).
+fn running_message(name: &str, type_name: &str, wave: Option<u32>, waves: usize) -> String {
+    match wave {
+        None => format!("workflow {name} ({type_name}) is running"),
+        Some(w) => format!("wave {w}/{waves}: workflow {name} ({type_name}) is running"),
+    }
 }
+
+/// Failed targets a wave lists in the status (the count is kept whole).
+const MAX_LISTED_FAILURES: usize = 20;
 
 /// What is wrong with the group's spec itself, if anything.
 fn spec_problem(group: &WorkflowGroup) -> Option<String> {
@@ -426,12 +780,12 @@ fn spec_problem(group: &WorkflowGroup) -> Option<String> {
             ));
         }
     }
-    group
-        .spec
-        .params
-        .keys()
-        .find(|k| !seen.contains(k))
-        .map(|k| format!("spec.params.{k}: {k:?} is not one of spec.workflowSteps"))
+    if let Some(k) = group.spec.params.keys().find(|k| !seen.contains(k)) {
+        return Some(format!(
+            "spec.params.{k}: {k:?} is not one of spec.workflowSteps"
+        ));
+    }
+    waves(group).err().or_else(|| failure_budget(group).err())
 }
 
 #[cfg(test)]
@@ -470,14 +824,15 @@ mod tests {
                 .cloned()
                 .unwrap_or(PluginState::Missing)
         }
-        fn render(&self, type_name: &str) -> Result<Workflow, RenderError> {
+        fn render(&self, unit: &Unit) -> Result<Workflow, RenderError> {
             if let Some(e) = &self.template_error {
                 return Err(RenderError::Plugin(e.clone()));
             }
             Ok(Workflow::new(
-                &format!("wf-{type_name}"),
+                &format!("wf-{}", unit.key()),
                 WorkflowSpec {
-                    type_: type_name.into(),
+                    type_: unit.type_.clone(),
+                    targets: unit.targets.clone(),
                     ..WorkflowSpec::default()
                 },
             ))
@@ -511,10 +866,154 @@ mod tests {
                         phase: Some(*p),
                         reason: String::new(),
                         message: "step x failed: boom".into(),
+                        failed_targets: BTreeMap::new(),
                     },
                 )
             })
             .collect()
+    }
+
+    /// The sample with six targets, rolled out `size` at a time with `budget` failures allowed.
+    fn rollout(size: i32, budget: i32, policy: BudgetPolicy) -> WorkflowGroup {
+        let mut group = sample();
+        group.spec.targets = (1..=6)
+            .map(|i| Target {
+                name: format!("node-{i}"),
+                ip: format!("10.0.0.{i}"),
+                role: String::new(),
+            })
+            .collect();
+        group.spec.rollout = Some(crate::api::Rollout {
+            wave_size: IntOrString::Int(size),
+            max_failed_targets: Some(IntOrString::Int(budget)),
+            on_budget_exceeded: policy,
+        });
+        group
+    }
+
+    /// Every unit up to (not including) wave `upto` Completed; keyed as the reconcile keys them.
+    fn waves_completed(group: &WorkflowGroup, upto: u32) -> BTreeMap<String, ObservedWorkflow> {
+        units(group)
+            .into_iter()
+            .filter(|u| u.wave.is_some_and(|w| w < upto))
+            .map(|u| {
+                let key = u.key();
+                let w = ObservedWorkflow {
+                    name: format!("wf-{key}"),
+                    phase: Some(Phase::Completed),
+                    reason: String::new(),
+                    message: String::new(),
+                    failed_targets: BTreeMap::new(),
+                };
+                (key, w)
+            })
+            .collect()
+    }
+
+    /// `group` with the status `plan` would write.
+    fn after(group: &WorkflowGroup, plan: &GroupPlan) -> WorkflowGroup {
+        let mut group = group.clone();
+        group.status = Some(plan.status.clone());
+        group
+    }
+
+    #[test]
+    fn waves_split_the_targets_and_each_runs_every_type_in_turn() {
+        let group = rollout(2, 0, BudgetPolicy::Fail);
+        assert_eq!(waves(&group).unwrap().len(), 3);
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        let created = plan.create.as_ref().expect("the first wave's first type");
+        assert_eq!(created.spec.type_, "pre-check");
+        let names: Vec<&str> = created.spec.targets.iter().map(|t| t.name.as_str()).collect();
+        assert_eq!(names, ["node-1", "node-2"]);
+        assert!(plan.keep_locks);
+        let rollout = plan.status.rollout.as_ref().unwrap();
+        assert_eq!(rollout.progress, "0/3");
+        assert_eq!(rollout.waves[0].phase, Phase::Running);
+        assert_eq!(plan.status.workflows[0].wave, Some(1));
+
+        // Wave 1 done: wave 2's first type, on the next two targets.
+        let group = after(&group, &plan);
+        let plan = plan_group(&group, &waves_completed(&group, 2), &all_loaded(), now());
+        let created = plan.create.as_ref().unwrap();
+        assert_eq!(created.name_any(), "wf-pre-check#2");
+        assert_eq!(created.spec.targets[0].name, "node-3");
+        let rollout = plan.status.rollout.as_ref().unwrap();
+        assert_eq!(rollout.progress, "1/3");
+        assert_eq!(rollout.waves[0].phase, Phase::Completed);
+        assert!(plan.events.iter().any(|e| e.reason == reason::WAVE_COMPLETED));
+
+        // Percentages round up: 34% of 6 is 3 targets a wave.
+        let mut group = group;
+        group.spec.rollout.as_mut().unwrap().wave_size = IntOrString::String("34%".into());
+        assert_eq!(waves(&group).unwrap().len(), 2);
+    }
+
+    #[test]
+    fn a_wave_beyond_the_failure_budget_fails_the_group_and_no_new_wave_starts() {
+        let group = rollout(2, 0, BudgetPolicy::Fail);
+        let mut workflows = waves_completed(&group, 2);
+        let mut setup = workflows["setup#1"].clone();
+        setup.phase = Some(Phase::Failed);
+        setup.failed_targets = BTreeMap::from([("node-2".into(), "install-packages: exit code 100".into())]);
+        workflows.insert("setup#1".into(), setup);
+        workflows.remove("post-check#1");
+        let plan = plan_group(&group, &workflows, &all_loaded(), now());
+        assert!(plan.create.is_none());
+        assert!(!plan.keep_locks, "locks go back with the end");
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("False", reason::FAILURE_BUDGET_EXCEEDED));
+        assert!(message.contains("node-2 (install-packages: exit code 100)"), "{message}");
+        let rollout = plan.status.rollout.as_ref().unwrap();
+        assert_eq!(rollout.failed_targets, 1);
+        assert_eq!(rollout.waves[0].phase, Phase::Failed);
+        assert_eq!(rollout.waves[0].failed, ["node-2: install-packages: exit code 100"]);
+
+        // Within a budget of 1, the next wave starts instead.
+        let mut lenient = group.clone();
+        lenient.spec.rollout.as_mut().unwrap().max_failed_targets = Some(IntOrString::Int(1));
+        let plan = plan_group(&lenient, &workflows, &all_loaded(), now());
+        assert_eq!(plan.create.as_ref().unwrap().name_any(), "wf-pre-check#2");
+    }
+
+    #[test]
+    fn a_paused_rollout_resumes_when_spec_paused_is_cleared() {
+        let group = rollout(2, 0, BudgetPolicy::Pause);
+        let mut workflows = waves_completed(&group, 2);
+        let mut post = workflows["post-check#1"].clone();
+        post.failed_targets = BTreeMap::from([("node-1".into(), "verify-installation: files missing".into())]);
+        workflows.insert("post-check#1".into(), post);
+        let plan = plan_group(&group, &workflows, &all_loaded(), now());
+        assert!(plan.pause, "the operator sets spec.paused");
+        assert!(plan.create.is_none());
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("Unknown", reason::FAILURE_BUDGET_EXCEEDED));
+        assert!(message.contains("clear spec.paused"), "{message}");
+        assert_eq!(plan.status.rollout.as_ref().unwrap().paused_after_wave, Some(1));
+
+        // Paused (as the operator set it): still waiting, nothing to set again.
+        let mut paused = after(&group, &plan);
+        paused.spec.paused = true;
+        let plan = plan_group(&paused, &workflows, &all_loaded(), now());
+        assert!(!plan.pause && plan.create.is_none());
+        // Cleared: the failures so far are accepted and wave 2 starts.
+        let mut resumed = after(&paused, &plan);
+        resumed.spec.paused = false;
+        let plan = plan_group(&resumed, &workflows, &all_loaded(), now());
+        assert_eq!(plan.create.as_ref().unwrap().name_any(), "wf-pre-check#2");
+    }
+
+    #[test]
+    fn a_wave_size_that_is_no_size_is_an_invalid_spec() {
+        for bad in [IntOrString::Int(0), IntOrString::String("half".into()), IntOrString::String("150%".into())] {
+            let mut group = rollout(2, 0, BudgetPolicy::Fail);
+            group.spec.rollout.as_mut().unwrap().wave_size = bad.clone();
+            let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+            let (_, why, message) = condition(&plan);
+            assert_eq!(why, reason::INVALID_SPEC, "{bad:?}");
+            assert!(message.contains("spec.rollout.waveSize"), "{message}");
+        }
     }
 
     fn timeout() -> PluginError {
