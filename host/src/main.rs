@@ -9,8 +9,8 @@ use kube::runtime::events::Reporter;
 use tracing::info;
 use workflow_model::text::printable;
 use workflow_operator::cli::plugin::PluginCommand;
-use workflow_operator::controllers::workflow::pod::StepDefaults;
 use workflow_operator::controllers::locks::LockConfig;
+use workflow_operator::controllers::workflow::pod::StepDefaults;
 use workflow_operator::controllers::{self, Metrics, OperatorConfig};
 
 /// jemalloc instead of the C library's allocator: glibc keeps much of what a burst freed (the

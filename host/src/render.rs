@@ -10,8 +10,8 @@ use sha2::{Digest, Sha256};
 use workflow_model::text;
 
 use crate::api::{
-    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WAVE, LABEL_WORKFLOW_TYPE, Workflow, WorkflowGroup,
-    WorkflowSpec,
+    ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WAVE, LABEL_WORKFLOW_TYPE, Workflow,
+    WorkflowGroup, WorkflowSpec,
 };
 use crate::plugin::{GroupContext, Plugin, PluginError, Target};
 

@@ -29,9 +29,9 @@ use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, ObjectMeta, PostParams, Preconditions};
 use kube::runtime::reflector::ObjectRef;
-use kube::ResourceExt;
 use sha2::{Digest, Sha256};
 use tracing::{info, warn};
 
@@ -76,10 +76,10 @@ pub struct Claim {
 /// A target's identity for locking: its cluster name and its address, normalised (an IPv6
 /// address in its canonical form, an IPv4-mapped one as IPv4).
 pub fn target_key(cluster_name: &str, ip: &str) -> String {
-    let ip = ip
-        .trim()
-        .parse::<IpAddr>()
-        .map_or_else(|_| ip.trim().to_ascii_lowercase(), |a| a.to_canonical().to_string());
+    let ip = ip.trim().parse::<IpAddr>().map_or_else(
+        |_| ip.trim().to_ascii_lowercase(),
+        |a| a.to_canonical().to_string(),
+    );
     format!("{}/{ip}", cluster_name.trim())
 }
 
@@ -194,7 +194,10 @@ pub fn steps_running(group: &WorkflowGroup, ctx: &Context) -> bool {
         .status
         .iter()
         .flat_map(|s| &s.workflows)
-        .filter_map(|w| ctx.workflows.get(&ObjectRef::<Workflow>::new(&w.name).within(&ns)))
+        .filter_map(|w| {
+            ctx.workflows
+                .get(&ObjectRef::<Workflow>::new(&w.name).within(&ns))
+        })
         .filter_map(|w| w.uid())
         .collect();
     if uids.is_empty() {
@@ -302,10 +305,26 @@ pub async fn acquire(
     if let Some((older, claims)) = before.into_iter().next() {
         let leases: Vec<String> = claims.iter().flat_map(|c| c.leases.clone()).collect();
         ctx.lock_waiters.wait(group, &leases);
+        let mut holders: Vec<String> = leases
+            .iter()
+            .filter_map(|l| ctx.leases.get(&ObjectRef::new(l).within(api_ns(ctx))))
+            .map(|l| holder_name(&l))
+            .collect();
+        holders.sort();
+        holders.dedup();
+        let (verb, it) = if claims.len() == 1 {
+            ("is", "it")
+        } else {
+            ("are", "them")
+        };
+        let state = if holders.is_empty() {
+            format!("{verb} free")
+        } else {
+            format!("{verb} held by group {}", holders.join(", "))
+        };
         return Ok(Acquired::Waiting(format!(
-            "waiting for {}: group {older} waits for {} too and came first",
+            "waiting: {} {state}, and group {older} came first and waits for {it} too",
             listed(&claims),
-            if claims.len() == 1 { "it" } else { "them" },
         )));
     }
 
@@ -639,11 +658,19 @@ mod tests {
 
     #[test]
     fn claims_follow_the_scope() {
-        let targets = [target("n1", "10.0.0.1"), target("n2", "10.0.0.2"), target("n1-again", "10.0.0.1")];
+        let targets = [
+            target("n1", "10.0.0.1"),
+            target("n2", "10.0.0.2"),
+            target("n1-again", "10.0.0.1"),
+        ];
         let by_target = claims(&group(ExclusionScope::Target, None), &targets);
         // One claim per distinct target.
         assert_eq!(by_target.len(), 2);
-        assert!(by_target.iter().all(|c| c.leases.len() == 1 && c.kind == "target"));
+        assert!(
+            by_target
+                .iter()
+                .all(|c| c.leases.len() == 1 && c.kind == "target")
+        );
         assert!(claims(&group(ExclusionScope::None, None), &targets).is_empty());
         let by_type = claims(&group(ExclusionScope::Type, Some(3)), &targets);
         assert_eq!(by_type.len(), 1);
@@ -657,7 +684,9 @@ mod tests {
 
     #[test]
     fn waiting_messages_name_the_targets() {
-        let targets: Vec<Target> = (1..=7).map(|i| target(&format!("n{i}"), &format!("10.0.0.{i}"))).collect();
+        let targets: Vec<Target> = (1..=7)
+            .map(|i| target(&format!("n{i}"), &format!("10.0.0.{i}")))
+            .collect();
         let claims = claims(&group(ExclusionScope::Target, None), &targets);
         let one: Vec<&Claim> = claims.iter().take(1).collect();
         assert_eq!(listed(&one), "target n1 (10.0.0.1)");

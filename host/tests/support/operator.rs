@@ -10,6 +10,7 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::OnceLock;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -401,9 +402,31 @@ pub fn wait_group_phase(ns: &str, name: &str, want: &str, operator: &mut Operato
     waited
 }
 
-/// A group of the seed sample's kind running `types`, with `extra_spec` appended to its spec
-/// and `labels` (indented YAML lines) added to its labels.
+/// An address no other group of the test run uses (`10.<pid>.<n>.<m>`, n and m counting the
+/// calls in this process): groups of tests that run at the same time do not wait for each
+/// other's lock on a shared target. Data only: nothing connects to it.
+pub fn own_target_ip() -> String {
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let pid = std::process::id();
+    format!("10.{}.{}.{}", pid % 250 + 1, (n / 250) % 250, n % 250 + 1)
+}
+
+/// A group of the seed sample's kind running `types` on one target of its own
+/// ([`own_target_ip`]), with `extra_spec` appended to its spec and `labels` (indented YAML
+/// lines) added to its labels.
 pub fn group_yaml(name: &str, types: &[&str], extra_spec: &str, labels: &str) -> String {
+    group_yaml_on(name, types, &own_target_ip(), extra_spec, labels)
+}
+
+/// [`group_yaml`] on the target with address `ip`.
+pub fn group_yaml_on(
+    name: &str,
+    types: &[&str],
+    ip: &str,
+    extra_spec: &str,
+    labels: &str,
+) -> String {
     let steps: String = types.iter().map(|t| format!("  - {t}\n")).collect();
     format!(
         "apiVersion: workflow.rxg456.cn/v1alpha1
@@ -418,7 +441,7 @@ metadata:
   workflowSteps:
 {steps}  targets:
   - name: node-1
-    ip: 192.168.1.101
+    ip: {ip}
     role: Master
 {extra_spec}"
     )
@@ -512,4 +535,127 @@ pub fn served_digest(plugins: &Value, type_name: &str) -> Option<String> {
         .iter()
         .find(|t| t["typeName"] == type_name)
         .map(|t| t["digest"].as_str().unwrap_or_default().to_string())
+}
+
+/// Every change to the pods of a namespace, in the API server's order, from a
+/// `kubectl get pods --watch` started before the pods: who ran when, to the event, not to the
+/// second that pod timestamps carry.
+pub struct PodWatch {
+    child: Child,
+    events: std::sync::Arc<std::sync::Mutex<Vec<PodEvent>>>,
+    reader: Option<std::thread::JoinHandle<()>>,
+}
+
+/// One watch event of a pod: its group (label), name and phase.
+#[derive(Debug, Clone)]
+pub struct PodEvent {
+    pub group: String,
+    pub pod: String,
+    pub phase: String,
+}
+
+impl PodWatch {
+    /// Starts watching the pods of `ns` (waits until the watch is established).
+    pub fn start(ns: &str) -> PodWatch {
+        let mut child = Command::new(workflow_e2e::kubectl_program())
+            .args([
+                "-n",
+                ns,
+                "get",
+                "pods",
+                "--watch",
+                "--output-watch-events",
+                "-o",
+                "json",
+            ])
+            .env("KUBECONFIG", cluster().kubeconfig())
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start kubectl get pods --watch");
+        let stdout = child.stdout.take().expect("the watch's output");
+        let events = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = events.clone();
+        let reader = std::thread::spawn(move || {
+            for event in serde_json::Deserializer::from_reader(stdout).into_iter::<Value>() {
+                let Ok(event) = event else { break };
+                let pod = &event["object"];
+                let record = PodEvent {
+                    group: pod["metadata"]["labels"]["workflow.rxg456.cn/group-name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    pod: pod["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                    phase: pod["status"]["phase"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                };
+                sink.lock().expect("events").push(record);
+            }
+        });
+        // kubectl lists (nothing yet) before it watches; give it the moment it needs.
+        std::thread::sleep(Duration::from_millis(1500));
+        PodWatch {
+            child,
+            events,
+            reader: Some(reader),
+        }
+    }
+
+    /// Stops the watch; the events seen.
+    pub fn stop(mut self) -> Vec<PodEvent> {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        if let Some(reader) = self.reader.take() {
+            let _ = reader.join();
+        }
+        self.events.lock().expect("events").clone()
+    }
+}
+
+/// Per group, the span of its pods in `events`: from the first event of any of its pods to
+/// the event in which its last pod finished (Succeeded or Failed). Panics naming a pod that
+/// never finished.
+pub fn pod_spans(events: &[PodEvent]) -> std::collections::BTreeMap<String, (usize, usize)> {
+    let mut first: std::collections::BTreeMap<String, usize> = Default::default();
+    let mut pod_start: std::collections::BTreeMap<&str, (usize, &str)> = Default::default();
+    let mut pod_end: std::collections::BTreeMap<&str, usize> = Default::default();
+    for (i, e) in events.iter().enumerate() {
+        first.entry(e.group.clone()).or_insert(i);
+        pod_start.entry(&e.pod).or_insert((i, &e.group));
+        if matches!(e.phase.as_str(), "Succeeded" | "Failed") {
+            pod_end.entry(&e.pod).or_insert(i);
+        }
+    }
+    let mut spans: std::collections::BTreeMap<String, (usize, usize)> = Default::default();
+    for (pod, (start, group)) in pod_start {
+        let end = *pod_end
+            .get(pod)
+            .unwrap_or_else(|| panic!("pod {pod} of group {group} never finished: {events:#?}"));
+        let span = spans.entry(group.to_string()).or_insert((start, end));
+        span.0 = span.0.min(start);
+        span.1 = span.1.max(end);
+    }
+    spans
+}
+
+/// Asserts that no two of `groups` (which share a target) had pods at the same time.
+pub fn assert_no_overlap(events: &[PodEvent], groups: &[&str]) {
+    let spans = pod_spans(events);
+    for (i, a) in groups.iter().enumerate() {
+        for b in &groups[i + 1..] {
+            let (Some(sa), Some(sb)) = (spans.get(*a), spans.get(*b)) else {
+                panic!("no pods of {a} or {b} were seen: {spans:?}");
+            };
+            assert!(
+                sa.1 < sb.0 || sb.1 < sa.0,
+                "groups {a} {sa:?} and {b} {sb:?} share a target and their pods overlapped (event indexes): {events:#?}"
+            );
+        }
+    }
 }

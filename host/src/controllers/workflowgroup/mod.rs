@@ -90,7 +90,11 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         // Before the status that says so: a crash between the two pauses it again.
         let patch = serde_json::json!({"spec": {"paused": true}});
         groups
-            .patch(&group.name_any(), &PatchParams::default(), &Patch::Merge(&patch))
+            .patch(
+                &group.name_any(),
+                &PatchParams::default(),
+                &Patch::Merge(&patch),
+            )
             .await
             .map_err(Error::Kube)?;
         info!("paused: the rollout's failure budget is exceeded");
@@ -107,7 +111,11 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     // Locks go back once the group no longer acts on their targets: finished (with no step
     // pod left running), between waves, paused between waves.
     let mut release_later = false;
-    if !plan.keep_locks && plan.create.is_none() && !waiting && !locks::held_by(ctx, &uid).is_empty() {
+    if !plan.keep_locks
+        && plan.create.is_none()
+        && !waiting
+        && !locks::held_by(ctx, &uid).is_empty()
+    {
         if locks::steps_running(group, ctx) {
             release_later = true;
         } else {

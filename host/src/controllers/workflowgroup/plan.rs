@@ -9,8 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::{
-    BudgetPolicy, ConditionStatus, IntOrString, Phase, RolloutStatus, Target, WaveStatus,
-    Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
+    BudgetPolicy, ConditionStatus, IntOrString, Phase, RolloutStatus, Target, WaveStatus, Workflow,
+    WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -88,8 +88,7 @@ pub fn unit_key(type_: &str, wave: Option<u32>) -> String {
 /// `value` of `total`: a number, or a percentage of `total` rounded up or down.
 fn scaled(value: &IntOrString, total: usize, round_up: bool, field: &str) -> Result<usize, String> {
     match value {
-        IntOrString::Int(n) => usize::try_from(*n)
-            .map_err(|_| format!("{field}: {n} is negative")),
+        IntOrString::Int(n) => usize::try_from(*n).map_err(|_| format!("{field}: {n} is negative")),
         IntOrString::String(text) => {
             let percent = text
                 .trim()
@@ -118,20 +117,33 @@ pub fn waves(group: &WorkflowGroup) -> Result<Vec<Vec<Target>>, String> {
     let Some(rollout) = &group.spec.rollout else {
         return Ok(vec![targets.clone()]);
     };
-    let size = scaled(&rollout.wave_size, targets.len(), true, "spec.rollout.waveSize")?;
+    let size = scaled(
+        &rollout.wave_size,
+        targets.len(),
+        true,
+        "spec.rollout.waveSize",
+    )?;
     if size == 0 && !matches!(rollout.wave_size, IntOrString::String(_)) {
         return Err("spec.rollout.waveSize: 0 targets per wave; give at least 1".into());
     }
     if targets.is_empty() {
         return Ok(vec![Vec::new()]);
     }
-    Ok(targets.chunks(size.max(1)).map(<[Target]>::to_vec).collect())
+    Ok(targets
+        .chunks(size.max(1))
+        .map(<[Target]>::to_vec)
+        .collect())
 }
 
 /// How many failed targets the rollout tolerates.
 fn failure_budget(group: &WorkflowGroup) -> Result<usize, String> {
     let total = group.spec.targets.len();
-    match group.spec.rollout.as_ref().and_then(|r| r.max_failed_targets.as_ref()) {
+    match group
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.max_failed_targets.as_ref())
+    {
         None => Ok(0),
         Some(value) => scaled(value, total, false, "spec.rollout.maxFailedTargets"),
     }
@@ -163,7 +175,9 @@ pub fn current_targets(group: &WorkflowGroup) -> Vec<Target> {
         .status
         .as_ref()
         .and_then(|s| s.rollout.as_ref())
-        .map_or(0, |r| r.waves.iter().filter(|w| w.phase.is_finished()).count());
+        .map_or(0, |r| {
+            r.waves.iter().filter(|w| w.phase.is_finished()).count()
+        });
     waves.into_iter().nth(finished).unwrap_or_default()
 }
 
@@ -312,7 +326,8 @@ pub fn plan_group(
                     wave_phase = Phase::Failed;
                     if w.failed_targets.is_empty() {
                         // No target named: the whole wave failed with it.
-                        wave_failed.extend(targets.iter().map(|x| (x.name.clone(), message.clone())));
+                        wave_failed
+                            .extend(targets.iter().map(|x| (x.name.clone(), message.clone())));
                     } else {
                         wave_failed.extend(w.failed_targets.clone());
                     }
@@ -570,7 +585,11 @@ impl<'a> Planner<'a> {
         };
         rollout.waves.retain(|w| w.wave != wave);
         rollout.waves.push(entry);
-        let finished = rollout.waves.iter().filter(|w| w.phase.is_finished()).count();
+        let finished = rollout
+            .waves
+            .iter()
+            .filter(|w| w.phase.is_finished())
+            .count();
         let total = rollout
             .progress
             .split_once('/')
@@ -924,7 +943,12 @@ mod tests {
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         let created = plan.create.as_ref().expect("the first wave's first type");
         assert_eq!(created.spec.type_, "pre-check");
-        let names: Vec<&str> = created.spec.targets.iter().map(|t| t.name.as_str()).collect();
+        let names: Vec<&str> = created
+            .spec
+            .targets
+            .iter()
+            .map(|t| t.name.as_str())
+            .collect();
         assert_eq!(names, ["node-1", "node-2"]);
         assert!(plan.keep_locks);
         let rollout = plan.status.rollout.as_ref().unwrap();
@@ -941,7 +965,11 @@ mod tests {
         let rollout = plan.status.rollout.as_ref().unwrap();
         assert_eq!(rollout.progress, "1/3");
         assert_eq!(rollout.waves[0].phase, Phase::Completed);
-        assert!(plan.events.iter().any(|e| e.reason == reason::WAVE_COMPLETED));
+        assert!(
+            plan.events
+                .iter()
+                .any(|e| e.reason == reason::WAVE_COMPLETED)
+        );
 
         // Percentages round up: 34% of 6 is 3 targets a wave.
         let mut group = group;
@@ -955,7 +983,8 @@ mod tests {
         let mut workflows = waves_completed(&group, 2);
         let mut setup = workflows["setup#1"].clone();
         setup.phase = Some(Phase::Failed);
-        setup.failed_targets = BTreeMap::from([("node-2".into(), "install-packages: exit code 100".into())]);
+        setup.failed_targets =
+            BTreeMap::from([("node-2".into(), "install-packages: exit code 100".into())]);
         workflows.insert("setup#1".into(), setup);
         workflows.remove("post-check#1");
         let plan = plan_group(&group, &workflows, &all_loaded(), now());
@@ -964,11 +993,17 @@ mod tests {
         assert_eq!(plan.status.phase, Some(Phase::Failed));
         let (status, why, message) = condition(&plan);
         assert_eq!((status, why), ("False", reason::FAILURE_BUDGET_EXCEEDED));
-        assert!(message.contains("node-2 (install-packages: exit code 100)"), "{message}");
+        assert!(
+            message.contains("node-2 (install-packages: exit code 100)"),
+            "{message}"
+        );
         let rollout = plan.status.rollout.as_ref().unwrap();
         assert_eq!(rollout.failed_targets, 1);
         assert_eq!(rollout.waves[0].phase, Phase::Failed);
-        assert_eq!(rollout.waves[0].failed, ["node-2: install-packages: exit code 100"]);
+        assert_eq!(
+            rollout.waves[0].failed,
+            ["node-2: install-packages: exit code 100"]
+        );
 
         // Within a budget of 1, the next wave starts instead.
         let mut lenient = group.clone();
@@ -982,7 +1017,8 @@ mod tests {
         let group = rollout(2, 0, BudgetPolicy::Pause);
         let mut workflows = waves_completed(&group, 2);
         let mut post = workflows["post-check#1"].clone();
-        post.failed_targets = BTreeMap::from([("node-1".into(), "verify-installation: files missing".into())]);
+        post.failed_targets =
+            BTreeMap::from([("node-1".into(), "verify-installation: files missing".into())]);
         workflows.insert("post-check#1".into(), post);
         let plan = plan_group(&group, &workflows, &all_loaded(), now());
         assert!(plan.pause, "the operator sets spec.paused");
@@ -990,7 +1026,10 @@ mod tests {
         let (status, why, message) = condition(&plan);
         assert_eq!((status, why), ("Unknown", reason::FAILURE_BUDGET_EXCEEDED));
         assert!(message.contains("clear spec.paused"), "{message}");
-        assert_eq!(plan.status.rollout.as_ref().unwrap().paused_after_wave, Some(1));
+        assert_eq!(
+            plan.status.rollout.as_ref().unwrap().paused_after_wave,
+            Some(1)
+        );
 
         // Paused (as the operator set it): still waiting, nothing to set again.
         let mut paused = after(&group, &plan);
@@ -1006,7 +1045,11 @@ mod tests {
 
     #[test]
     fn a_wave_size_that_is_no_size_is_an_invalid_spec() {
-        for bad in [IntOrString::Int(0), IntOrString::String("half".into()), IntOrString::String("150%".into())] {
+        for bad in [
+            IntOrString::Int(0),
+            IntOrString::String("half".into()),
+            IntOrString::String("150%".into()),
+        ] {
             let mut group = rollout(2, 0, BudgetPolicy::Fail);
             group.spec.rollout.as_mut().unwrap().wave_size = bad.clone();
             let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());

@@ -1,0 +1,281 @@
+//! End to end: groups that share targets take turns (per-target locks on Leases), through
+//! deletions and operator crashes; on kwok, and on the real node.
+//!
+//! Who ran when comes from a watch of the pods (`PodWatch`): the API server's order of
+//! events, finer than the second that pod timestamps carry.
+
+#[path = "support/operator.rs"]
+mod operator;
+
+use std::time::{Duration, Instant};
+
+use operator::*;
+use serde_json::Value;
+use workflow_e2e::poll_until;
+
+const LOCK_SELECTOR: &str = "workflow.rxg456.cn/lock";
+
+/// The `Succeeded` condition's reason of group `name`.
+fn reason_of(ns: &str, name: &str) -> String {
+    succeeded_condition(&get(ns, &format!("workflowgroup/{name}")))["reason"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Waits until group `name` waits for locks; returns its condition's message.
+fn wait_waiting(ns: &str, name: &str, operator: &mut Operator) -> String {
+    let log = operator.log();
+    let (message, _) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        &format!("group {ns}/{name} to wait for its targets"),
+        || {
+            operator.assert_running();
+            let group = get(ns, &format!("workflowgroup/{name}"));
+            let condition = succeeded_condition(&group);
+            if condition["reason"] == "WaitingForTargets" {
+                return Ok(condition_message(&group));
+            }
+            Err(group["status"].to_string())
+        },
+        |status| format!("group {name}: {status}\n{log}"),
+    );
+    message
+}
+
+/// The lock Leases left in `ns`.
+fn locks_left(ns: &str) -> Vec<String> {
+    list(ns, "leases", Some(LOCK_SELECTOR))
+        .iter()
+        .map(|l| {
+            format!(
+                "{} held by {}",
+                l["metadata"]["name"].as_str().unwrap_or_default(),
+                l["spec"]["holderIdentity"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+fn wait_no_locks(ns: &str, within: Duration) -> Duration {
+    let ((), waited) = poll_until(
+        Duration::from_millis(200),
+        within,
+        "every lock Lease to be gone",
+        || {
+            let left = locks_left(ns);
+            if left.is_empty() { Ok(()) } else { Err(left) }
+        },
+        |left| format!("locks left: {left:?}"),
+    );
+    waited
+}
+
+/// An `at` group on one target `ip` whose Workflow waits for `schedule` (holding the target).
+fn at_group(name: &str, ip: &str, schedule: jiff::Timestamp) -> String {
+    let params =
+        format!("  params:\n    at:\n      schedule: \"{schedule}\"\n      command: date\n");
+    group_yaml_on(name, &["at"], ip, &params, "")
+}
+
+fn in_seconds(seconds: i64) -> jiff::Timestamp {
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + seconds).unwrap()
+}
+
+#[test]
+fn groups_sharing_a_target_take_turns_and_the_waiting_one_says_who_holds_it() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-locks");
+    let plugins = plugin_dir(&SEED_TYPES);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let watch = PodWatch::start(&ns);
+    let shared = own_target_ip();
+    for name in ["first", "second", "third"] {
+        cluster.apply_yaml_in(&ns, &group_yaml_on(name, &SEED_TYPES, &shared, "", ""));
+    }
+    // A limit of one running group per group type, on targets of their own.
+    let one_at_a_time = "  exclusion:\n    scope: Type\n";
+    for name in ["typed-1", "typed-2"] {
+        let yaml = group_yaml(name, &SEED_TYPES, one_at_a_time, "")
+            .replace("type: cluster-expansion", "type: kernel-upgrade");
+        cluster.apply_yaml_in(&ns, &yaml);
+    }
+
+    // Whichever waits names the target and the group that holds it, in its condition, in
+    // `kubectl get`'s Reason column, and in one Event.
+    let (waiting, message) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        "one of the groups sharing a target to wait for it",
+        || {
+            for name in ["first", "second", "third"] {
+                let group = get(&ns, &format!("workflowgroup/{name}"));
+                if succeeded_condition(&group)["reason"] == "WaitingForTargets" {
+                    return Ok((name.to_string(), condition_message(&group)));
+                }
+            }
+            Err(())
+        },
+        |()| operator.log().to_string(),
+    )
+    .0;
+    assert!(
+        message.contains(&format!("target node-1 ({shared})"))
+            && message.contains(&format!("is held by group {ns}/")),
+        "{waiting}: {message}"
+    );
+    let row = cluster.kubectl_ok(&["-n", &ns, "get", "wfg", &waiting]);
+    assert!(
+        row.contains("REASON") && row.contains("WaitingForTargets"),
+        "{row}"
+    );
+    let events = cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "get",
+        "events",
+        "--field-selector",
+        &format!("involvedObject.name={waiting},reason=WaitingForTargets"),
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(events.contains("is held by group"), "the Event: {events:?}");
+    let typed = wait_waiting(&ns, "typed-2", &mut operator);
+    assert!(
+        typed.contains("running slots of group type \"kernel-upgrade\"")
+            && typed.contains(&format!("held by group {ns}/typed-1")),
+        "{typed}"
+    );
+
+    for name in ["first", "second", "third", "typed-1", "typed-2"] {
+        wait_group_phase(&ns, name, "Completed", &mut operator);
+    }
+    let events = watch.stop();
+    assert_no_overlap(&events, &["first", "second", "third"]);
+    assert_no_overlap(&events, &["typed-1", "typed-2"]);
+    // Every lock went back with its group.
+    wait_no_locks(&ns, Duration::from_secs(5));
+}
+
+#[test]
+fn a_group_deleted_while_holding_its_targets_frees_them_at_once() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-locks-delete");
+    let plugins = plugin_dir(&["at", "pre-check", "setup", "post-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let shared = own_target_ip();
+    // `holder`'s Workflow waits an hour for its schedule, holding the target.
+    cluster.apply_yaml_in(&ns, &at_group("holder", &shared, in_seconds(3600)));
+    wait_group_phase(&ns, "holder", "Running", &mut operator);
+    cluster.apply_yaml_in(&ns, &group_yaml_on("next", &SEED_TYPES, &shared, "", ""));
+    let message = wait_waiting(&ns, "next", &mut operator);
+    assert!(
+        message.contains(&format!("held by group {ns}/holder")),
+        "{message}"
+    );
+    assert_eq!(locks_left(&ns).len(), 1, "one Lease for the one target");
+
+    let deleted = Instant::now();
+    cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "holder", "--wait=false"]);
+    let ((), _) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        "the waiting group to start",
+        || {
+            let reason = reason_of(&ns, "next");
+            if reason == "WaitingForTargets" {
+                Err(reason)
+            } else {
+                Ok(())
+            }
+        },
+        |reason| format!("{reason}\n{}", operator.log()),
+    );
+    let freed = deleted.elapsed();
+    // Not the sweeper (lease time 30 s) nor the periodic look (10 s): the deletion itself.
+    assert!(freed < Duration::from_secs(5), "freed after {freed:?}");
+    wait_group_phase(&ns, "next", "Completed", &mut operator);
+    wait_no_locks(&ns, Duration::from_secs(5));
+}
+
+#[test]
+fn locks_held_through_an_operator_crash_are_neither_broken_nor_stuck() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-locks-crash");
+    let plugins = plugin_dir(&["at", "pre-check", "setup", "post-check"]);
+    let lease_args = ["--lock-lease-seconds", "6"];
+    let mut operator = Operator::start_with(&ns, plugins.path(), &lease_args);
+    let watch = PodWatch::start(&ns);
+    let (t1, t2) = (own_target_ip(), own_target_ip());
+    // `soon` holds t1 until its schedule, a few seconds after the crash; `after` waits for it.
+    cluster.apply_yaml_in(&ns, &at_group("soon", &t1, in_seconds(12)));
+    // `gone` holds t2 for an hour, and is deleted while no operator runs; `heir` waits for it.
+    cluster.apply_yaml_in(&ns, &at_group("gone", &t2, in_seconds(3600)));
+    wait_group_phase(&ns, "soon", "Running", &mut operator);
+    wait_group_phase(&ns, "gone", "Running", &mut operator);
+    cluster.apply_yaml_in(&ns, &group_yaml_on("after", &SEED_TYPES, &t1, "", ""));
+    cluster.apply_yaml_in(&ns, &group_yaml_on("heir", &SEED_TYPES, &t2, "", ""));
+    wait_waiting(&ns, "after", &mut operator);
+    wait_waiting(&ns, "heir", &mut operator);
+
+    operator.crash();
+    cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "gone", "--wait=false"]);
+    let held = locks_left(&ns);
+    assert_eq!(held.len(), 2, "the crash gave nothing back: {held:?}");
+    let mut operator = Operator::start_with(&ns, plugins.path(), &lease_args);
+
+    // The deleted holder's lock goes within the lease time; the live holder keeps its own
+    // until it finishes, then the group waiting for it runs.
+    let ((), waited) = poll_until(
+        Duration::from_millis(200),
+        Duration::from_secs(20),
+        "the gone group's lock to pass to the group waiting for it",
+        || {
+            let reason = reason_of(&ns, "heir");
+            if reason == "WaitingForTargets" {
+                Err(reason)
+            } else {
+                Ok(())
+            }
+        },
+        |reason| format!("{reason}\n{}", operator.log()),
+    );
+    assert!(
+        waited < Duration::from_secs(6),
+        "within the lease time: {waited:?}"
+    );
+    for name in ["soon", "after", "heir"] {
+        wait_group_phase(&ns, name, "Completed", &mut operator);
+    }
+    let events = watch.stop();
+    assert_no_overlap(&events, &["soon", "after"]);
+    wait_no_locks(&ns, Duration::from_secs(6));
+}
+
+#[test]
+fn on_the_real_node_groups_sharing_a_target_take_turns() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    let ns = cluster.fresh_namespace("e2e-locks-real");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let watch = PodWatch::start(&ns);
+    let target: Value = serde_json::json!([{"name": "node-1", "ip": own_target_ip()}]);
+    let names = ["real-1", "real-2", "real-3"];
+    for name in names {
+        let group = real_node_at_group(
+            name,
+            serde_json::json!({"command": "sleep 1"}),
+            serde_json::json!({}),
+            target.clone(),
+        );
+        cluster.apply_yaml_in(&ns, &group);
+    }
+    for name in names {
+        wait_group_phase(&ns, name, "Completed", &mut operator);
+    }
+    let events = watch.stop();
+    assert_no_overlap(&events, &names);
+    wait_no_locks(&ns, Duration::from_secs(5));
+}
