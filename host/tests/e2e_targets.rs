@@ -615,3 +615,126 @@ fn post_check_sees_each_targets_node_ready_through_the_api_server() {
     );
     cluster.kubectl_ok(&["delete", "clusterrolebinding,clusterrole", &role]);
 }
+
+/// A group that runs `true` on hosts 1 to 6 in waves of two, with no failure allowed, doing
+/// `policy` when one fails.
+fn rolled_out(hosts: &TargetHosts, name: &str, policy: &str) -> String {
+    let mut group: Value =
+        serde_json::from_str(&ssh_group(name, "true", hosts.targets(&[1, 2, 3, 4, 5, 6])))
+            .expect("a group");
+    group["spec"]["rollout"] =
+        serde_json::json!({"waveSize": 2, "maxFailedTargets": 0, "onBudgetExceeded": policy});
+    group.to_string()
+}
+
+/// The Workflows of `group` in wave `wave`.
+fn wave_workflows(ns: &str, group: &str, wave: u32) -> Vec<Value> {
+    let selector = format!("workflow.rxg456.cn/group-name={group},workflow.rxg456.cn/wave={wave}");
+    list(ns, "workflows", Some(&selector))
+}
+
+#[test]
+fn waves_of_two_stop_at_the_failure_budget_and_a_paused_rollout_resumes_when_unpaused() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let hosts = TargetHosts::start(6);
+    let ns = cluster.fresh_namespace("e2e-waves");
+    hosts.secret(cluster, &ns, "node-ssh", &hosts.file("ssh-privatekey"));
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    hosts.stop(3);
+
+    // Fail: wave 2 (hosts 3 and 4) fails on host-3, and wave 3 never starts.
+    cluster.apply_yaml_in(&ns, &rolled_out(&hosts, "fails", "Fail"));
+    wait_group_phase(&ns, "fails", "Failed", &mut operator);
+    let group = get(&ns, "workflowgroup/fails");
+    let condition = succeeded_condition(&group);
+    assert_eq!(condition["reason"], "FailureBudgetExceeded", "{group}");
+    let message = condition_message(&group);
+    assert!(
+        message.contains("1 target failed")
+            && message.contains("host-3 (run: connect ")
+            && message.contains("refused"),
+        "{message}"
+    );
+    let rollout = &group["status"]["rollout"];
+    assert_eq!(rollout["progress"], "2/3", "{rollout}");
+    assert_eq!(rollout["failedTargets"], 1, "{rollout}");
+    let waves = rollout["waves"].as_array().expect("the waves");
+    assert_eq!(waves.len(), 2, "no third wave: {rollout}");
+    assert_eq!(
+        (waves[0]["phase"].as_str(), waves[1]["phase"].as_str()),
+        (Some("Completed"), Some("Failed"))
+    );
+    assert_eq!(waves[1]["targets"], serde_json::json!(["host-3", "host-4"]));
+    assert!(
+        waves[1]["failed"][0]
+            .as_str()
+            .is_some_and(|f| f.starts_with("host-3: ")),
+        "{rollout}"
+    );
+    assert!(
+        wave_workflows(&ns, "fails", 3).is_empty(),
+        "no Workflow of wave 3"
+    );
+    let row = cluster.kubectl_ok(&["-n", &ns, "get", "wfg", "fails"]);
+    assert!(row.contains("WAVES") && row.contains("2/3"), "{row}");
+
+    // Pause: the operator pauses the group after wave 2, and clearing spec.paused resumes it.
+    cluster.apply_yaml_in(&ns, &rolled_out(&hosts, "pauses", "Pause"));
+    let (group, _) = workflow_e2e::poll_until(
+        std::time::Duration::from_millis(200),
+        TIMEOUT,
+        "the rollout to pause itself",
+        || {
+            let group = get(&ns, "workflowgroup/pauses");
+            let paused = group["spec"]["paused"] == true
+                && succeeded_condition(&group)["reason"] == "FailureBudgetExceeded";
+            if paused {
+                Ok(group)
+            } else {
+                Err(group["status"].to_string())
+            }
+        },
+        |status| format!("{status}\n{}", operator.log()),
+    );
+    assert_eq!(
+        group["status"]["phase"], "Running",
+        "paused, not finished: {group}"
+    );
+    assert_eq!(group["status"]["rollout"]["pausedAfterWave"], 2, "{group}");
+    let message = condition_message(&group);
+    assert!(
+        message.contains("clear spec.paused") && message.contains("host-3"),
+        "{message}"
+    );
+    // Nothing more starts while it is paused.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    assert!(
+        wave_workflows(&ns, "pauses", 3).is_empty(),
+        "no Workflow of wave 3 while paused"
+    );
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "wfg",
+        "pauses",
+        "--type",
+        "merge",
+        "-p",
+        r#"{"spec":{"paused":false}}"#,
+    ]);
+    wait_group_phase(&ns, "pauses", "Completed", &mut operator);
+    let group = get(&ns, "workflowgroup/pauses");
+    let rollout = &group["status"]["rollout"];
+    assert_eq!(rollout["progress"], "3/3", "{rollout}");
+    assert_eq!(rollout["waves"][2]["phase"], "Completed", "{rollout}");
+    let message = condition_message(&group);
+    assert!(
+        message.contains("accepted when spec.paused was cleared"),
+        "{message}"
+    );
+    assert_eq!(wave_workflows(&ns, "pauses", 3).len(), 1, "wave 3 ran once");
+}

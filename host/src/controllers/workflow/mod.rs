@@ -32,7 +32,7 @@ use self::refusal::PodRefusal;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::write;
-use crate::api::{Phase, PluginRef, Workflow, WorkflowSpec, WorkflowStatus};
+use crate::api::{Phase, PluginRef, StepDetail, Workflow, WorkflowSpec, WorkflowStatus};
 
 /// Reconciles one Workflow.
 pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action> {
@@ -40,10 +40,11 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 }
 
 /// Prepares a Workflow for the shared cache. Its managedFields go, as nothing reads them. Of a
-/// finished Workflow only what is still read stays: its metadata, type, phase and conditions
-/// (the group reads its type, phase and `Succeeded` message; its own reconcile stops at the
-/// phase). Its steps, targets, params and step details stay in the API server: thousands of
-/// finished Workflows would otherwise hold them for nothing.
+/// finished Workflow only what is still read stays: its metadata, type, phase, conditions and
+/// the targets its steps reported not ok (the group reads its type, phase, `Succeeded` message
+/// and failed targets; its own reconcile stops at the phase). Its steps, targets, params and
+/// the rest of its step details stay in the API server: thousands of finished Workflows would
+/// otherwise hold them for nothing.
 ///
 /// A finished Workflow whose conditions its reconcile still has to complete (one that finished
 /// before those conditions existed) is kept whole: that reconcile writes the status whole, and
@@ -60,9 +61,24 @@ pub fn keep_what_is_read(workflow: &mut Workflow) {
     if plan::plan_finished_writes(status) {
         return;
     }
+    // The targets its steps reported not ok: the group's rollout counts them.
+    let step_details = std::mem::take(&mut status.step_details)
+        .into_iter()
+        .filter_map(|(step, detail)| {
+            let targets = detail.targets.filter(|t| !t.problems.is_empty())?;
+            Some((
+                step,
+                StepDetail {
+                    targets: Some(targets),
+                    ..StepDetail::default()
+                },
+            ))
+        })
+        .collect();
     *status = WorkflowStatus {
         phase: status.phase,
         conditions: std::mem::take(&mut status.conditions),
+        step_details,
         ..WorkflowStatus::default()
     };
     workflow.spec = WorkflowSpec {
@@ -330,9 +346,27 @@ mod tests {
     #[test]
     fn a_cached_finished_workflow_tells_its_group_and_its_reconcile_the_same_as_the_workflow() {
         for phase in ["Completed", "Failed"] {
-            let full = workflow(phase);
+            let mut full = workflow(phase);
+            let report = workflow_model::TargetReport::parse(
+                "targets 2: 1 ok, 1 failed, 0 unreachable\nFAIL node-2: disk full\nOK node-1 (0.1 s)",
+            );
+            if let Some(detail) = full
+                .status
+                .as_mut()
+                .and_then(|s| s.step_details.values_mut().next())
+            {
+                detail.targets = report.clone();
+            }
             let mut cached = full.clone();
             keep_what_is_read(&mut cached);
+            assert_eq!(
+                ObservedWorkflow::of(&cached)
+                    .failed_targets
+                    .keys()
+                    .collect::<Vec<_>>(),
+                ["node-2"],
+                "{phase}"
+            );
             assert_eq!(
                 ObservedWorkflow::of(&cached),
                 ObservedWorkflow::of(&full),
@@ -346,7 +380,15 @@ mod tests {
             // What no reconcile reads of a finished Workflow is gone.
             assert!(cached.spec.steps.is_empty() && cached.spec.targets.is_empty());
             assert_eq!(cached.spec.params, None);
-            assert!(status.step_details.is_empty() && status.step_status.is_empty());
+            assert!(status.step_status.is_empty());
+            // Of the step details, only the targets reported not ok.
+            assert_eq!(status.step_details.len(), 1, "{phase}");
+            assert!(
+                status
+                    .step_details
+                    .values()
+                    .all(|d| d.targets == report && d.pod.is_none() && d.attempts == 0)
+            );
         }
     }
 

@@ -403,10 +403,15 @@ pub fn plan_group(
         None => format!("all {} workflows completed", types.len()),
         Some(_) if failed.is_empty() => format!("all {} waves completed", waves.len()),
         Some(_) => format!(
-            "all {} waves finished; {} of {} targets failed, within the failure budget: {}",
+            "all {} waves finished; {} of {} targets failed, {}: {}",
             waves.len(),
             failed.len(),
             group.spec.targets.len(),
+            if accepted > 0 {
+                "accepted when spec.paused was cleared"
+            } else {
+                "within the failure budget"
+            },
             failure_list(&failed)
         ),
     };
