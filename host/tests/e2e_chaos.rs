@@ -535,3 +535,123 @@ fn a_plugin_replaced_by_a_broken_version_and_then_a_good_one_keeps_every_group_r
     assert_every_group_completed_once(&ns, &groups);
     assert_same_process_never_panicked(&mut operator, pid);
 }
+
+/// Pods of groups with this label run for 1.5 s on kwok (`tests/cluster/kwok/pod-complete-slow.yaml`).
+const SLOW_LABEL: &str = "e2e.workflow.rxg456.cn/slow";
+
+/// A seed group on the targets with addresses `ips`, its pods slow.
+fn apply_shared_group(ns: &str, name: &str, ips: &[&str]) -> String {
+    let labels = format!("    {SLOW_LABEL}: \"true\"\n");
+    let more: String = ips[1..]
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| format!("  - name: node-{}\n    ip: {ip}\n", i + 2))
+        .collect();
+    let yaml = operator::group_yaml_on(name, &SEED_TYPES, ips[0], "", &labels)
+        .replace("    role: Master\n", &format!("    role: Master\n{more}"));
+    cluster().apply_yaml_in(ns, &yaml);
+    name.to_string()
+}
+
+/// Per group, from its first pod's creation to its last pod's finish, in whole seconds (what
+/// the API server keeps).
+fn group_spans(ns: &str) -> std::collections::BTreeMap<String, (i64, i64)> {
+    let snapshot = Snapshot::take(ns).expect("the API server answers");
+    let second = |v: &Value| -> i64 {
+        v.as_str()
+            .and_then(|t| t.parse::<jiff::Timestamp>().ok())
+            .map(|t| t.as_second())
+            .unwrap_or_else(|| panic!("not a time: {v}"))
+    };
+    let mut spans = std::collections::BTreeMap::new();
+    for pod in &snapshot.pods {
+        let group = text(
+            pod,
+            &format!("/metadata/labels/{}", LABEL_GROUP_NAME.replace('/', "~1")),
+        );
+        let created = second(&pod["metadata"]["creationTimestamp"]);
+        let finished =
+            second(&pod["status"]["containerStatuses"][0]["state"]["terminated"]["finishedAt"]);
+        let span = spans
+            .entry(group.to_string())
+            .or_insert((created, finished));
+        span.0 = span.0.min(created);
+        span.1 = span.1.max(finished);
+    }
+    spans
+}
+
+#[test]
+fn groups_sharing_targets_take_turns_through_operator_kills_and_an_api_server_restart() {
+    let _serial = serial();
+    let state_dir = restartable_cluster();
+    let mut chaos = Chaos::new();
+    let ns = cluster().fresh_namespace("chaos-locks");
+    let plugins = plugin_dir(&SEED_TYPES);
+    // Six targets; each group takes two neighbours, so every group shares a target with two
+    // others and needs both at once.
+    let ips: Vec<String> = (0..6).map(|_| operator::own_target_ip()).collect();
+    let pairs: Vec<[usize; 2]> = (0..6)
+        .map(|i| [i, (i + 1) % 6])
+        .chain([[0, 3], [2, 5]])
+        .collect();
+    let groups: Vec<String> = pairs
+        .iter()
+        .enumerate()
+        .map(|(g, [a, b])| apply_shared_group(&ns, &format!("shared-{g}"), &[&ips[*a], &ips[*b]]))
+        .collect();
+
+    let mut operator = Operator::spawn(&ns, plugins.path(), &["--lock-lease-seconds", "6"]);
+    for kill in 1..=3 {
+        operator.wait_for_log("controllers started");
+        let lifetime = chaos.between(Duration::from_millis(500), Duration::from_millis(4000));
+        std::thread::sleep(lifetime);
+        operator.assert_running();
+        operator.crash();
+        eprintln!(
+            "kill {kill}: SIGKILL {} ms after its controllers started",
+            lifetime.as_millis()
+        );
+        operator = Operator::spawn(&ns, plugins.path(), &["--lock-lease-seconds", "6"]);
+    }
+    operator.wait_for_log("controllers started");
+    let snapshot = Snapshot::take(&ns).expect("the API server answers");
+    assert!(
+        !snapshot.all_completed(&groups),
+        "every group completed before the restart"
+    );
+    cluster_sh(&state_dir, &["restart-apiserver"]);
+    wait_all_completed(&ns, &groups, &mut operator);
+    assert_every_group_completed_once(&ns, &groups);
+
+    let spans = group_spans(&ns);
+    for (i, a) in pairs.iter().enumerate() {
+        for (j, b) in pairs.iter().enumerate().skip(i + 1) {
+            if !a.iter().any(|t| b.contains(t)) {
+                continue;
+            }
+            let (sa, sb) = (spans[&groups[i]], spans[&groups[j]]);
+            assert!(
+                sa.1 <= sb.0 || sb.1 <= sa.0,
+                "{} {sa:?} and {} {sb:?} share a target and ran at the same time: {spans:?}",
+                groups[i],
+                groups[j]
+            );
+        }
+    }
+    // Every lock went back (a gone holder's within the 6 s lease time).
+    let ((), _) = poll_until(
+        Duration::from_millis(200),
+        Duration::from_secs(12),
+        "every lock Lease to be gone",
+        || {
+            let left = operator::list(&ns, "leases", Some("workflow.rxg456.cn/lock"));
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(left.len())
+            }
+        },
+        |left| format!("{left} lock Leases left"),
+    );
+}
