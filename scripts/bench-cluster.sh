@@ -14,6 +14,12 @@
 #   PEER=all N=100 scripts/bench-cluster.sh      then both, one table with a ratio column per peer
 #   OPERATOR_ARGS="--concurrent-reconciles 16" N=100 scripts/bench-cluster.sh   other operator flags
 #
+# The N copies act on targets of their own. Then a contended run: CONTENDED_N (default 100)
+# groups over CONTENDED_TARGETS (default 10) shared targets, which per-target locks make take
+# turns: its wall time against the ideal (groups per target x the sample's median), overlaps
+# (pods of two groups on one target at once, from a pod watch: 0 expected), API writes per step,
+# peak RSS and the lock Leases left. CONTENDED_N=0 skips it.
+#
 # The peers run right after ours, one after another, each with its peer harness: an optional extra
 # this repository does not carry, found in PEER_DIR (by default ../shared/peers beside the
 # checkout), which holds argo/ and tekton/, each a build.sh (builds the peer's controller from the
@@ -172,12 +178,15 @@ ns="bench-n$N-$(date +%s)"
 fresh_namespace "$ns"
 n_namespace="$ns"
 start_operator "$ns"
+# Each copy on three targets of its own (10.<i/250>.<i%250>.1-3): no group waits for another's
+# lock, as in a fleet where groups act on different machines. (The contended run below shares.)
 python3 - "$SAMPLE" "$N" >"$work/groups.yaml" <<'PY'
 import sys
 sample = "".join(l for l in open(sys.argv[1]) if not l.startswith("  namespace:"))
 for i in range(int(sys.argv[2])):
     print("---")
-    print(sample.replace("name: workflowgroup-sample", f"name: group-{i:04d}"))
+    print(sample.replace("name: workflowgroup-sample", f"name: group-{i:04d}")
+                .replace("ip: 192.168.1.10", f"ip: 10.{i // 250}.{i % 250}."))
 PY
 # Where the cluster itself is the limit: the API server's own request latency and each
 # component's CPU over the run, from snapshots before and after.
@@ -218,6 +227,54 @@ python3 scripts/bench_report.py ours \
   --apiserver-before "$work/apiserver-before.txt" --apiserver-after "$work/apiserver-after.txt" \
   --cpu-before "$work/cpu-before.txt" --cpu-after "$work/cpu-after.txt" \
   --json-out "$work/ours.json"
+
+# --- contended: CONTENDED_N groups over CONTENDED_TARGETS shared targets -------------------------
+# Each group is the seed sample on one target, target i % CONTENDED_TARGETS: the groups on one
+# target must take turns (per-target locks), those on different targets run at once. Who ran
+# when comes from a watch of the pods, in the API server's order of events.
+if [ "${CONTENDED_N:-100}" -gt 0 ]; then
+  cn="${CONTENDED_N:-100}" ct="${CONTENDED_TARGETS:-10}"
+  kubectl delete namespace "$n_namespace" --wait=false >/dev/null 2>&1 || true
+  n_namespace=""
+  ns="bench-contended-$(date +%s)"
+  fresh_namespace "$ns"
+  n_namespace="$ns"
+  start_operator "$ns"
+  python3 - "$SAMPLE" "$cn" "$ct" >"$work/contended.yaml" <<'PY'
+import re, sys
+sample = "".join(l for l in open(sys.argv[1]) if not l.startswith("  namespace:"))
+head, _ = sample.split("  targets:\n", 1)
+for i in range(int(sys.argv[2])):
+    t = i % int(sys.argv[3])
+    print("---")
+    print(head.replace("name: workflowgroup-sample", f"name: contended-{i:04d}")
+          + f"  targets:\n  - name: shared-{t}\n    ip: 10.250.0.{t + 1}\n    role: Worker\n")
+PY
+  kubectl -n "$ns" get pods --watch --output-watch-events -o json >"$work/contended-watch.json" 2>/dev/null &
+  watch_pid=$!
+  sleep 1.5
+  t0=$(date +%s.%N)
+  kubectl -n "$ns" apply -f "$work/contended.yaml" >/dev/null
+  while :; do
+    phases=$(kubectl -n "$ns" get workflowgroups.workflow.rxg456.cn -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
+    completed=$(grep -c '^Completed$' <<<"$phases" || true)
+    failed=$(grep -c '^Failed$' <<<"$phases" || true)
+    [ $((completed + failed)) -ge "$cn" ] && break
+    sleep 0.5
+  done
+  t1=$(date +%s.%N)
+  sleep 1 # the watch's last events
+  kill "$watch_pid" 2>/dev/null || true
+  wait "$watch_pid" 2>/dev/null || true
+  hwm_kib=$(awk '/VmHWM/ {print $2}' "/proc/$operator_pid/status")
+  curl -fsS "http://127.0.0.1:$port/metrics" >"$work/contended-metrics.txt" || true
+  locks_left=$(kubectl get leases -A -l workflow.rxg456.cn/lock --no-headers 2>/dev/null | wc -l)
+  stop_operator
+  python3 scripts/bench_report.py contended --n "$cn" --targets "$ct" \
+    --sample-times "$work/sample-times" --t0 "$t0" --t1 "$t1" --rss-kib "$hwm_kib" \
+    --completed "$completed" --failed "$failed" --metrics "$work/contended-metrics.txt" \
+    --watch "$work/contended-watch.json" --locks-left "$locks_left"
+fi
 
 [ "${#peers[@]}" -gt 0 ] || exit 0
 

@@ -256,6 +256,71 @@ def side_by_side(a):
                   f"{'; '.join(p['fails']) or 'see its log above'}")
 
 
+def contended(a):
+    """The contended run: groups taking turns on shared targets."""
+    times = sorted(float(l) for l in open(a.sample_times) if l.strip())
+    one = statistics.median(times)
+    per_target = -(-a.n // a.targets)
+    ideal = per_target * one
+    wall = a.t1 - a.t0
+    # The pod watch: JSON events one after another; each group's span runs from the first event
+    # of one of its pods to the event in which its last pod finished.
+    text = open(a.watch).read()
+    decoder, at, events = json.JSONDecoder(), 0, []
+    while True:
+        while at < len(text) and text[at].isspace():
+            at += 1
+        if at >= len(text):
+            break
+        try:
+            event, at = decoder.raw_decode(text, at)
+        except ValueError:
+            break  # the watch was stopped mid-object
+        events.append(event)
+    start, end, target_of = {}, {}, {}
+    pod_end = {}
+    for i, e in enumerate(events):
+        pod = e.get("object", {})
+        group = pod.get("metadata", {}).get("labels", {}).get("workflow.rxg456.cn/group-name")
+        if not group:
+            continue
+        name = pod["metadata"]["name"]
+        start.setdefault(group, i)
+        if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") and name not in pod_end:
+            pod_end[name] = i
+            end[group] = max(end.get(group, i), i)
+        target_of[group] = int(group.rsplit("-", 1)[1]) % a.targets
+    overlaps = 0
+    groups = sorted(start)
+    for x in range(len(groups)):
+        for y in range(x + 1, len(groups)):
+            g, h = groups[x], groups[y]
+            if target_of[g] != target_of[h] or g not in end or h not in end:
+                continue
+            if not (end[g] < start[h] or end[h] < start[g]):
+                overlaps += 1
+    unfinished = [g for g in groups if g not in end]
+    steps = 5 * a.n
+    writes = 0
+    by_resource = Counter()
+    for line in open(a.metrics):
+        m = re.match(r'workflow_operator_api_requests_total\{(.*)\} (\d+)', line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            if labels.get("verb") in ("create", "update", "patch", "delete"):
+                writes += int(m.group(2))
+                by_resource[f'{labels.get("verb")} {labels.get("resource")}'] += int(m.group(2))
+    print()
+    print("| contended run | value |")
+    print("|---|---|")
+    print(f"| {a.n} groups over {a.targets} shared targets | {a.completed} Completed, {a.failed} Failed |")
+    print(f"| wall time | {wall:.1f} s; ideal {ideal:.1f} s ({per_target} groups per target x the sample's median {one:.2f} s); {wall / ideal:.2f}x the ideal |")
+    print(f"| overlaps (pods of two groups on one target at once, from a pod watch of {len(events)} events) | {overlaps}{'; groups with a pod never seen finished: ' + ', '.join(unfinished) if unfinished else ''} |")
+    print(f"| API writes per step | {writes / steps:.2f} ({', '.join(f'{k} {c / steps:.2f}' for k, c in sorted(by_resource.items()))}) |")
+    print(f"| operator peak RSS (VmHWM) | {a.rss_kib / 1024:.1f} MiB |")
+    print(f"| lock Leases left afterwards | {a.locks_left} |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -280,6 +345,20 @@ def main():
     p.add_argument("--cpu-after", required=True, help="file: the same after")
     p.add_argument("--json-out", required=True, help="file to write our figures to, for side-by-side")
     p.set_defaults(run=ours)
+
+    p = commands.add_parser("contended", help="the contended run: groups taking turns on shared targets")
+    p.add_argument("--n", type=int, required=True, help="groups applied at once")
+    p.add_argument("--targets", type=int, required=True, help="shared targets they are spread over")
+    p.add_argument("--sample-times", required=True, help="file: the seed sample's apply-to-Completed seconds")
+    p.add_argument("--t0", type=float, required=True, help="epoch seconds: kubectl apply started")
+    p.add_argument("--t1", type=float, required=True, help="epoch seconds: every group had finished")
+    p.add_argument("--rss-kib", type=int, required=True, help="the operator's peak RSS (VmHWM), KiB")
+    p.add_argument("--completed", type=int, required=True, help="groups that ended Completed")
+    p.add_argument("--failed", type=int, required=True, help="groups that ended Failed")
+    p.add_argument("--metrics", required=True, help="file: the operator's /metrics after the run")
+    p.add_argument("--watch", required=True, help="file: kubectl get pods --watch --output-watch-events -o json")
+    p.add_argument("--locks-left", type=int, required=True, help="lock Leases left after the run")
+    p.set_defaults(run=contended)
 
     p = commands.add_parser("peer", help="a peer harness's run.sh output, as figures for side-by-side")
     p.add_argument("--harness", required=True, choices=sorted(PEER_HEADERS), help="which peer harness ran")

@@ -267,15 +267,18 @@ pub async fn acquire(
     let uid = group.uid().unwrap_or_default();
     let claims = claims(group, targets);
     let wanted: BTreeSet<&String> = claims.iter().flat_map(|c| &c.leases).collect();
-    let held = held_by(ctx, &uid);
-    // Locks of an earlier wave (or of a changed scope) are given back first.
-    if held.iter().any(|l| !wanted.contains(&l.name_any())) {
+    let cached = held_by(ctx, &uid);
+    // Locks of an earlier wave (or of changed targets or scope) are given back first, and with
+    // them all (the cache still lists them for a moment).
+    let held: BTreeSet<String> = if cached.iter().any(|l| !wanted.contains(&l.name_any())) {
         release(ctx, &uid).await?;
-    }
+        BTreeSet::new()
+    } else {
+        cached.iter().map(|l| l.name_any()).collect()
+    };
     if claims.is_empty() {
         return Ok(Acquired::Held);
     }
-    let held: BTreeSet<String> = held_by(ctx, &uid).iter().map(|l| l.name_any()).collect();
     if claims
         .iter()
         .all(|c| c.leases.iter().any(|l| held.contains(l)))
@@ -359,8 +362,9 @@ pub async fn acquire(
         info!(locks = taken.len(), "took locks");
         return Ok(Acquired::Held);
     }
-    // What this attempt took goes back, so that no group holds half of what it needs.
-    if !taken.is_empty() {
+    // What it holds goes back (taken now, or before a crash), so that no group holds half of
+    // what it needs while it waits.
+    if !taken.is_empty() || !held.is_empty() {
         release(ctx, &uid).await?;
     }
     let leases: Vec<String> = blocked

@@ -116,7 +116,12 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         && !waiting
         && !locks::held_by(ctx, &uid).is_empty()
     {
-        if locks::steps_running(group, ctx) {
+        // A Workflow of its own still acting (a spec made invalid while it ran), or a step pod
+        // still running after its Workflow failed: later.
+        let acting = workflows
+            .values()
+            .any(|w| !w.phase.is_some_and(Phase::is_finished));
+        if acting || locks::steps_running(group, ctx) {
             release_later = true;
         } else {
             locks::release(ctx, &uid).await?;
