@@ -1049,6 +1049,22 @@ mod tests {
     }
 
     #[test]
+    fn the_rollout_example_runs_three_waves_of_two() {
+        let group: WorkflowGroup = serde_saphyr::from_str(include_str!(
+            "../../../../examples/workflowgroup-rollout.yaml"
+        ))
+        .unwrap();
+        let waves = waves(&group).unwrap();
+        assert_eq!(waves.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 2]);
+        assert_eq!(failure_budget(&group), Ok(1));
+        assert_eq!(
+            group.spec.rollout.map(|r| r.on_budget_exceeded),
+            Some(BudgetPolicy::Pause)
+        );
+        assert_eq!(units(&sample()).len(), 3, "without a rollout, one Workflow per type");
+    }
+
+    #[test]
     fn a_wave_size_that_is_no_size_is_an_invalid_spec() {
         for bad in [
             IntOrString::Int(0),
