@@ -155,6 +155,19 @@ fresh_namespace() {
   done
 }
 
+# wait_groups_finished <namespace> <count>: until that many groups there are Completed or
+# Failed; sets `completed` and `failed`.
+wait_groups_finished() {
+  local phases
+  while :; do
+    phases=$(kubectl -n "$1" get workflowgroups.workflow.rxg456.cn -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
+    completed=$(grep -c '^Completed$' <<<"$phases" || true)
+    failed=$(grep -c '^Failed$' <<<"$phases" || true)
+    [ $((completed + failed)) -ge "$2" ] && return 0
+    sleep 0.5
+  done
+}
+
 # --- the seed sample alone ---------------------------------------------------------------
 ns="bench-sample-$(date +%s)"
 fresh_namespace "$ns"
@@ -201,13 +214,7 @@ cluster_snapshot before
 t0=$(date +%s.%N)
 kubectl -n "$ns" apply -f "$work/groups.yaml" >/dev/null
 t_applied=$(date +%s.%N)
-while :; do
-  phases=$(kubectl -n "$ns" get workflowgroups.workflow.rxg456.cn -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
-  completed=$(grep -c '^Completed$' <<<"$phases" || true)
-  failed=$(grep -c '^Failed$' <<<"$phases" || true)
-  [ $((completed + failed)) -ge "$N" ] && break
-  sleep 0.5
-done
+wait_groups_finished "$ns" "$N"
 t1=$(date +%s.%N)
 cluster_snapshot after
 hwm_kib=$(awk '/VmHWM/ {print $2}' "/proc/$operator_pid/status")
@@ -255,20 +262,17 @@ PY
   sleep 1.5
   t0=$(date +%s.%N)
   kubectl -n "$ns" apply -f "$work/contended.yaml" >/dev/null
-  while :; do
-    phases=$(kubectl -n "$ns" get workflowgroups.workflow.rxg456.cn -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
-    completed=$(grep -c '^Completed$' <<<"$phases" || true)
-    failed=$(grep -c '^Failed$' <<<"$phases" || true)
-    [ $((completed + failed)) -ge "$cn" ] && break
-    sleep 0.5
-  done
+  wait_groups_finished "$ns" "$cn"
   t1=$(date +%s.%N)
   sleep 1 # the watch's last events
   kill "$watch_pid" 2>/dev/null || true
   wait "$watch_pid" 2>/dev/null || true
   hwm_kib=$(awk '/VmHWM/ {print $2}' "/proc/$operator_pid/status")
   curl -fsS "http://127.0.0.1:$port/metrics" >"$work/contended-metrics.txt" || true
-  locks_left=$(kubectl get leases -A -l workflow.rxg456.cn/lock --no-headers 2>/dev/null | wc -l)
+  # The locks this run's groups still hold (in the operator's namespace, the kubeconfig's).
+  locks_left=$(kubectl get leases -l workflow.rxg456.cn/lock \
+    -o jsonpath='{range .items[*]}{.metadata.annotations.workflow\.rxg456\.cn/holder}{"\n"}{end}' |
+    grep -c "^$ns/" || true)
   stop_operator
   python3 scripts/bench_report.py contended --n "$cn" --targets "$ct" \
     --sample-times "$work/sample-times" --t0 "$t0" --t1 "$t1" --rss-kib "$hwm_kib" \

@@ -17,6 +17,21 @@ import statistics
 from collections import Counter
 
 
+WRITES = ("create", "update", "patch", "delete")
+
+
+def api_requests(metrics):
+    """The operator's API requests from its /metrics: by verb, and by verb and resource."""
+    verbs, by_resource = Counter(), Counter()
+    for line in open(metrics):
+        m = re.match(r'workflow_operator_api_requests_total\{(.*)\} (\d+)', line)
+        if m:
+            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
+            verbs[labels.get("verb", "?")] += int(m.group(2))
+            by_resource[f'{labels.get("verb")} {labels.get("resource")}'] += int(m.group(2))
+    return verbs, by_resource
+
+
 def ours(a):
     times = sorted(float(l) for l in open(a.sample_times) if l.strip())
     n, t0, t1 = a.n, a.t0, a.t1
@@ -33,14 +48,7 @@ def ours(a):
         json.dump({"runs": len(times), "min": times[0], "median": statistics.median(times), "max": times[-1],
                    "n": n, "wall": wall, "rss": a.rss_kib / 1024, "cpu": cpu, "done": a.completed,
                    "failed": a.failed, "workflows": a.workflows, "pods": a.pods}, out)
-    verbs = Counter()
-    by_resource = Counter()
-    for line in open(a.metrics):
-        m = re.match(r'workflow_operator_api_requests_total\{(.*)\} (\d+)', line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-            verbs[labels.get("verb", "?")] += int(m.group(2))
-            by_resource[f'{labels.get("verb")} {labels.get("resource")}'] += int(m.group(2))
+    verbs, by_resource = api_requests(a.metrics)
     # Step start latency: quantiles from the histogram's cumulative buckets (each an upper bound).
     buckets = []
     for line in open(a.metrics):
@@ -67,7 +75,7 @@ def ours(a):
     print(f"| reconcile errors | {errors} |")
     if verbs:
         per = ", ".join(f"{v} {c / steps:.2f}" for v, c in sorted(verbs.items()))
-        writes = sum(c for v, c in verbs.items() if v in ("create", "update", "patch", "delete"))
+        writes = sum(c for v, c in verbs.items() if v in WRITES)
         print(f"| API requests per step, by verb | {per} (writes {writes / steps:.2f}) |")
         detail = ", ".join(f"{k} {c / steps:.2f}" for k, c in sorted(by_resource.items()))
         print(f"| ... by verb and resource | {detail} |")
@@ -301,15 +309,9 @@ def contended(a):
                 overlaps += 1
     unfinished = [g for g in groups if g not in end]
     steps = 5 * a.n
-    writes = 0
-    by_resource = Counter()
-    for line in open(a.metrics):
-        m = re.match(r'workflow_operator_api_requests_total\{(.*)\} (\d+)', line)
-        if m:
-            labels = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1)))
-            if labels.get("verb") in ("create", "update", "patch", "delete"):
-                writes += int(m.group(2))
-                by_resource[f'{labels.get("verb")} {labels.get("resource")}'] += int(m.group(2))
+    verbs, by_resource = api_requests(a.metrics)
+    writes = sum(c for v, c in verbs.items() if v in WRITES)
+    by_resource = Counter({k: c for k, c in by_resource.items() if k.split(" ")[0] in WRITES})
     print()
     print("| contended run | value |")
     print("|---|---|")

@@ -44,6 +44,26 @@ fn wait_waiting(ns: &str, name: &str, operator: &mut Operator) -> String {
     message
 }
 
+/// Waits (at most `within`) until group `name` no longer waits for its targets; the time waited.
+fn wait_no_longer_waiting(ns: &str, name: &str, within: Duration, operator: &Operator) -> Duration {
+    let log = operator.log();
+    let ((), waited) = poll_until(
+        Duration::from_millis(100),
+        within,
+        &format!("group {name} to stop waiting for its targets"),
+        || {
+            let reason = reason_of(ns, name);
+            if reason == "WaitingForTargets" {
+                Err(reason)
+            } else {
+                Ok(())
+            }
+        },
+        |reason| format!("{reason}\n{log}"),
+    );
+    waited
+}
+
 /// The lock Leases left in `ns`.
 fn locks_left(ns: &str) -> Vec<String> {
     list(ns, "leases", Some(LOCK_SELECTOR))
@@ -178,20 +198,7 @@ fn a_group_deleted_while_holding_its_targets_frees_them_at_once() {
 
     let deleted = Instant::now();
     cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "holder", "--wait=false"]);
-    let ((), _) = poll_until(
-        Duration::from_millis(100),
-        TIMEOUT,
-        "the waiting group to start",
-        || {
-            let reason = reason_of(&ns, "next");
-            if reason == "WaitingForTargets" {
-                Err(reason)
-            } else {
-                Ok(())
-            }
-        },
-        |reason| format!("{reason}\n{}", operator.log()),
-    );
+    wait_no_longer_waiting(&ns, "next", TIMEOUT, &operator);
     let freed = deleted.elapsed();
     // Not the sweeper (lease time 30 s) nor the periodic look (10 s): the deletion itself.
     assert!(freed < Duration::from_secs(5), "freed after {freed:?}");
@@ -227,20 +234,7 @@ fn locks_held_through_an_operator_crash_are_neither_broken_nor_stuck() {
 
     // The deleted holder's lock goes within the lease time; the live holder keeps its own
     // until it finishes, then the group waiting for it runs.
-    let ((), waited) = poll_until(
-        Duration::from_millis(200),
-        Duration::from_secs(20),
-        "the gone group's lock to pass to the group waiting for it",
-        || {
-            let reason = reason_of(&ns, "heir");
-            if reason == "WaitingForTargets" {
-                Err(reason)
-            } else {
-                Ok(())
-            }
-        },
-        |reason| format!("{reason}\n{}", operator.log()),
-    );
+    let waited = wait_no_longer_waiting(&ns, "heir", Duration::from_secs(20), &operator);
     assert!(
         waited < Duration::from_secs(6),
         "within the lease time: {waited:?}"

@@ -216,12 +216,14 @@ pub fn steps_running(group: &WorkflowGroup, ctx: &Context) -> bool {
     })
 }
 
-/// The Leases `uid` holds, as the cache has them.
+/// The Leases `uid` holds, as the cache has them (less those it gave back, which the cache may
+/// still list for a moment).
 pub fn held_by(ctx: &Context, uid: &str) -> Vec<Arc<Lease>> {
     ctx.leases
         .state()
         .into_iter()
         .filter(|l| l.labels().get(LABEL_LOCK_HOLDER).map(String::as_str) == Some(uid))
+        .filter(|l| !ctx.lock_waiters.was_released(l))
         .collect()
 }
 
@@ -527,7 +529,9 @@ async fn delete_exact(api: &Api<Lease>, lease: &Lease) -> Result<bool> {
 /// The API server refused the delete.
 pub async fn release(ctx: &Context, uid: &str) -> Result<()> {
     let api: Api<Lease> = Api::namespaced(ctx.client.clone(), api_ns(ctx));
+    let held = held_by(ctx, uid);
     release_with(&api, uid).await.map_err(Error::Kube)?;
+    ctx.lock_waiters.released(&held);
     Ok(())
 }
 
@@ -551,18 +555,43 @@ pub async fn release_deleted(client: kube::Client, namespace: String, group: Wor
     }
 }
 
-/// Groups waiting for a lock, by Lease name, woken when it is deleted.
+/// Groups waiting for a lock, by Lease name, woken when it is deleted; and the Leases given
+/// back a moment ago, which the cache may still list.
 pub struct Waiters {
     waiting: Mutex<HashMap<String, HashSet<ObjectRef<WorkflowGroup>>>>,
     wake: UnboundedSender<ObjectRef<WorkflowGroup>>,
+    /// Object UIDs of Leases deleted by a release, with when.
+    released: Mutex<HashMap<String, std::time::Instant>>,
 }
+
+/// How long a released Lease is remembered: far longer than the cache takes to see it go.
+const REMEMBER_RELEASED: Duration = Duration::from_secs(120);
 
 impl Waiters {
     pub fn new(wake: UnboundedSender<ObjectRef<WorkflowGroup>>) -> Self {
         Self {
             waiting: Mutex::default(),
             wake,
+            released: Mutex::default(),
         }
+    }
+
+    fn released(&self, leases: &[Arc<Lease>]) {
+        let Ok(mut released) = self.released.lock() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        released.retain(|_, at| now.duration_since(*at) < REMEMBER_RELEASED);
+        for uid in leases.iter().filter_map(|l| l.uid()) {
+            released.insert(uid, now);
+        }
+    }
+
+    fn was_released(&self, lease: &Lease) -> bool {
+        let uid = lease.metadata.uid.as_deref().unwrap_or_default();
+        self.released
+            .lock()
+            .is_ok_and(|released| released.contains_key(uid))
     }
 
     fn wait(&self, group: &WorkflowGroup, leases: &[String]) {
@@ -575,14 +604,30 @@ impl Waiters {
         }
     }
 
-    /// Reconciles the groups waiting for the Lease `name` (it was deleted).
-    pub fn freed(&self, name: &str) {
-        let groups = match self.waiting.lock() {
-            Ok(mut waiting) => waiting.remove(name).unwrap_or_default(),
-            Err(_) => return,
+    /// Reconciles the group that has waited longest for the Lease `name` (it was deleted): the
+    /// one first come, first served lets take it. The others wait on (and look again every 10 s,
+    /// updating what they say); waking them all would cost a write of each one's status and
+    /// Event per hand-over, for a lock only one of them gets.
+    pub fn freed(&self, name: &str, groups: &kube::runtime::reflector::Store<WorkflowGroup>) {
+        let Ok(mut waiting) = self.waiting.lock() else {
+            return;
         };
-        for group in groups {
-            let _ = self.wake.unbounded_send(group);
+        let Some(waiters) = waiting.get_mut(name) else {
+            return;
+        };
+        // Gone groups leave; the first come of the rest is woken.
+        waiters.retain(|g| groups.get(g).is_some());
+        let first = waiters
+            .iter()
+            .filter_map(|g| groups.get(g))
+            .min_by_key(|g| arrival(g))
+            .map(|g| ObjectRef::from_obj(&*g));
+        if let Some(first) = first {
+            waiters.remove(&first);
+            let _ = self.wake.unbounded_send(first);
+        }
+        if waiters.is_empty() {
+            waiting.remove(name);
         }
     }
 }

@@ -113,7 +113,7 @@ pub async fn run(
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let lock_waiters = Arc::new(locks::Waiters::new(wake));
     let (lease_store, lease_writer) = reflector::store();
-    let waiters = lock_waiters.clone();
+    let (waiters, waiting_groups) = (lock_waiters.clone(), group_store.clone());
     let lease_watch = watcher(
         Api::<Lease>::namespaced(client.clone(), &config.locks.namespace),
         watcher::Config::default().labels(locks::LABEL_LOCK),
@@ -123,7 +123,7 @@ pub async fn run(
     .reflect(lease_writer)
     .for_each(move |event| {
         match event {
-            Ok(watcher::Event::Delete(lease)) => waiters.freed(&lease.name_any()),
+            Ok(watcher::Event::Delete(lease)) => waiters.freed(&lease.name_any(), &waiting_groups),
             Ok(_) => {}
             Err(error) => warn!(%error, "lock lease watch"),
         }

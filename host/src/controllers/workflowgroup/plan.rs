@@ -1061,7 +1061,11 @@ mod tests {
             group.spec.rollout.map(|r| r.on_budget_exceeded),
             Some(BudgetPolicy::Pause)
         );
-        assert_eq!(units(&sample()).len(), 3, "without a rollout, one Workflow per type");
+        assert_eq!(
+            units(&sample()).len(),
+            3,
+            "without a rollout, one Workflow per type"
+        );
     }
 
     #[test]
