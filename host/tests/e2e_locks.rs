@@ -100,7 +100,7 @@ fn at_group(name: &str, ip: &str, schedule: jiff::Timestamp) -> String {
 }
 
 fn in_seconds(seconds: i64) -> jiff::Timestamp {
-    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + seconds).unwrap()
+    jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + seconds).expect("a time")
 }
 
 #[test]
