@@ -661,7 +661,23 @@ pub struct StepDetail {
     /// counts, and each target that failed or could not be reached, with why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<workflow_model::TargetReport>,
+    /// When the latest attempt started (its pod was created).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Time>,
+    /// When the latest attempt finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
+    /// The latest finished attempt's exit code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_code: Option<i32>,
+    /// The end of the latest finished attempt's output, as its pod's termination message kept it
+    /// (at most 2 KiB): `workflow-operator logs` prints it once the pod is gone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub log: Option<String>,
 }
+
+/// Most of a step's output its status keeps ([`StepDetail::log`]).
+pub const MAX_STEP_LOG: usize = 2048;
 
 /// Observed state of a Workflow.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]

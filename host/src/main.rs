@@ -46,6 +46,28 @@ enum Command {
         #[command(subcommand)]
         command: PluginCommand,
     },
+    /// Print a WorkflowGroup as a tree: its Workflows, their steps and the steps' targets, with
+    /// phase, start, duration, attempts, exit code and why anything waits.
+    Get {
+        /// What to print: `wfg` (a WorkflowGroup).
+        kind: workflow_operator::cli::get::Kind,
+        /// The group's name.
+        name: String,
+        /// Its namespace (by default the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
+    /// Print a step's output: from its pod while the pod exists, then the end of it that the
+    /// step's status kept.
+    Logs {
+        /// The group's name.
+        group: String,
+        /// The step: its name, or `<type>/<name>` when several types have one of that name.
+        step: String,
+        /// The group's namespace (by default the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -134,6 +156,16 @@ fn main() -> ExitCode {
         Command::Crdgen => print_crds().map(|()| 0),
         Command::Plugin { command } => workflow_operator::cli::plugin::run(command),
         Command::Run(args) => run(args).map(|()| 0),
+        Command::Get {
+            kind,
+            name,
+            namespace,
+        } => workflow_operator::cli::get::get(kind, &name, namespace),
+        Command::Logs {
+            group,
+            step,
+            namespace,
+        } => workflow_operator::cli::get::logs(&group, &step, namespace),
     };
     match result {
         Ok(status) => ExitCode::from(status),

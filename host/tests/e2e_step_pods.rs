@@ -388,3 +388,73 @@ fn on_the_real_node_exit_codes_and_output_reach_the_plugin_and_a_timeout_or_a_de
         "a 3 s timeout failed the step after {waited:?}"
     );
 }
+
+/// `workflow-operator <args>` as the user (the cluster's kubeconfig): its exit status, stdout
+/// and stderr.
+fn cli(args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(args)
+        .env("KUBECONFIG", cluster().kubeconfig())
+        .output()
+        .expect("run workflow-operator");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn the_step_tree_and_a_failed_steps_output_outlive_its_pods() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    let ns = cluster.fresh_namespace("e2e-tree");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let command = "echo first-words; echo last-words; exit 3";
+    cluster.apply_yaml_in(
+        &ns,
+        &at_group("tree", command, serde_json::json!({}), one_target()),
+    );
+    wait_group_phase(&ns, "tree", "Failed", &mut operator);
+
+    // While the pod exists, its log.
+    let (ok, live, err) = cli(&["logs", "tree", "run", "-n", &ns]);
+    assert!(ok, "{err}");
+    assert!(live.contains("first-words\nlast-words"), "{live:?}");
+
+    cluster.kubectl_ok(&["-n", &ns, "delete", "pods", "--all", "--wait=true"]);
+    let (ok, tree, err) = cli(&["get", "wfg", "tree", "-n", &ns]);
+    assert!(ok, "{err}");
+    assert!(
+        tree.starts_with(&format!("WorkflowGroup {ns}/tree  Failed  started ")),
+        "{tree}"
+    );
+    assert!(tree.contains("WorkflowFailed: workflow tree-at-"), "{tree}");
+    assert!(
+        tree.contains("Workflow tree-at-") && tree.contains("(at)  Failed"),
+        "{tree}"
+    );
+    let step = tree
+        .lines()
+        .find(|l| l.contains("── run  "))
+        .unwrap_or_else(|| panic!("no step line: {tree}"));
+    assert!(
+        step.contains("run  Failed  started ") && step.contains("attempts 1  exit 3"),
+        "{step}"
+    );
+
+    // The pod is gone: the end of its output, from the step's status.
+    let (ok, kept, note) = cli(&["logs", "tree", "run", "-n", &ns]);
+    assert!(ok, "{note}");
+    assert!(kept.contains("last-words"), "{kept:?}");
+    assert!(note.contains("is gone"), "{note}");
+
+    let (ok, _, err) = cli(&["logs", "tree", "no-such-step", "-n", &ns]);
+    assert!(!ok && err.contains("has no step \"no-such-step\""), "{err}");
+    let (ok, _, err) = cli(&["get", "wfg", "no-such-group", "-n", &ns]);
+    assert!(
+        !ok && err.contains("no WorkflowGroup no-such-group"),
+        "{err}"
+    );
+}

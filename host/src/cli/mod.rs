@@ -1,3 +1,5 @@
 //! Command-line subcommands.
+pub mod get;
 pub mod plugin;
 pub mod scaffold;
+pub mod tree;

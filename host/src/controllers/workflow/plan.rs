@@ -16,7 +16,8 @@ use super::step::{
     Attempt, StepDecision, StepJudge, StepView, apply_move, decide_step, fmt_time, refused_move,
 };
 use crate::api::{
-    ANNOTATION_PLUGIN_DIGEST, ConditionStatus, Phase, PluginRef, Step, Workflow, WorkflowStatus,
+    ANNOTATION_PLUGIN_DIGEST, ConditionStatus, MAX_STEP_LOG, Phase, PluginRef, Step, Workflow,
+    WorkflowStatus,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -306,7 +307,36 @@ fn plan_step(
     if stop && let Some(attempt) = &latest {
         decision.effects.stop = Some(attempt.pod.clone());
     }
+    let now = Timestamp::from_second(ctx.now).unwrap_or(Timestamp::UNIX_EPOCH);
+    stamp(&mut decision, latest.as_ref(), now);
     decision
+}
+
+/// When the step's latest attempt started and finished, its exit code and the end of its
+/// output: what `workflow-operator get` and `logs` show, once its pod is gone too.
+fn stamp(decision: &mut StepDecision, latest: Option<&Attempt>, now: Timestamp) {
+    let detail = &mut decision.detail;
+    if decision.effects.start.is_some() {
+        detail.started_at = Some(Time(now));
+        detail.finished_at = None;
+        detail.exit_code = None;
+        detail.log = None;
+        return;
+    }
+    let outcome = latest.and_then(|a| a.outcome.as_ref());
+    if let (true, None, Some(outcome)) =
+        (decision.phase.is_finished(), &detail.finished_at, outcome)
+    {
+        let finished = latest.and_then(|a| a.observed).unwrap_or(now);
+        detail.finished_at = Some(Time(finished));
+        detail.exit_code = outcome.exit_code;
+        let message = outcome.message.trim_end();
+        let cut = message.len().saturating_sub(MAX_STEP_LOG);
+        let cut = (cut..=message.len())
+            .find(|i| message.is_char_boundary(*i))
+            .unwrap_or(message.len());
+        detail.log = (!message.is_empty()).then(|| message[cut..].to_string());
+    }
 }
 
 /// The workflow's status, pods and events from the decisions about its steps.
@@ -575,6 +605,68 @@ mod tests {
     use crate::api::{StepDetail, WorkflowSpec};
     use crate::controllers::status::kstatus_conditions;
     use crate::plugin::{Gate, GroupContext, Verdict};
+
+    #[test]
+    fn a_step_records_when_it_started_and_finished_its_exit_code_and_the_end_of_its_output() {
+        let started: Timestamp = "2026-12-01T10:00:00Z".parse().unwrap();
+        let mut decision = StepDecision {
+            phase: Phase::Running,
+            detail: StepDetail::default(),
+            effects: super::super::step::StepEffects {
+                start: Some(1),
+                ..Default::default()
+            },
+        };
+        stamp(&mut decision, None, started);
+        assert_eq!(decision.detail.started_at, Some(Time(started)));
+        assert_eq!(decision.detail.finished_at, None);
+
+        // Finished: the end of a long output, cut on a character boundary.
+        let output = format!("{}é{}last line", "x".repeat(3000), "y".repeat(2030));
+        let attempt = Attempt {
+            number: 1,
+            pod: "p".into(),
+            outcome: Some(StepOutcome {
+                succeeded: false,
+                exit_code: Some(3),
+                message: output.clone(),
+                attempt: 1,
+                duration_ms: 2000,
+                targets: None,
+            }),
+            deadline: None,
+            at_deadline: None,
+            observed: Some("2026-12-01T10:00:02Z".parse().unwrap()),
+        };
+        decision.phase = Phase::Failed;
+        decision.effects.start = None;
+        stamp(
+            &mut decision,
+            Some(&attempt),
+            "2026-12-01T10:00:05Z".parse().unwrap(),
+        );
+        let detail = &decision.detail;
+        assert_eq!(detail.exit_code, Some(3));
+        assert_eq!(
+            detail.finished_at,
+            Some(Time("2026-12-01T10:00:02Z".parse().unwrap()))
+        );
+        let log = detail.log.as_deref().unwrap();
+        assert!(
+            log.len() <= MAX_STEP_LOG && log.ends_with("last line"),
+            "{}",
+            log.len()
+        );
+        assert!(output.ends_with(log));
+        // Seen again later: nothing moves.
+        let before = decision.detail.clone();
+        stamp(
+            &mut decision,
+            Some(&attempt),
+            "2026-12-01T11:00:00Z".parse().unwrap(),
+        );
+        assert_eq!(decision.detail, before);
+    }
 
     /// A plugin stand-in: gates by a fixed answer (or error) and judges by exit code (or
     /// fails with a fixed error), recording what it saw.

@@ -1,0 +1,325 @@
+//! `workflow-operator get`: a group as a tree, group -> Workflows -> steps -> targets, with
+//! each one's phase, start, duration, attempts, exit code and why it is where it is. A pure
+//! function of the objects, so what it prints is tested without a cluster.
+
+use std::fmt::Write as _;
+
+use k8s_openapi::jiff::{Timestamp, tz::TimeZone};
+use kube::ResourceExt;
+
+use crate::api::{Phase, StepDetail, Workflow, WorkflowGroup};
+use crate::controllers::status::succeeded;
+
+/// Most failed targets listed under a step; the rest are counted.
+const MAX_TARGETS_SHOWN: usize = 10;
+
+/// The tree of `group` and its `workflows` (in any order), at `now`.
+pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp) -> String {
+    let status = group.status.clone().unwrap_or_default();
+    let condition = succeeded(&status.conditions);
+    let mut out = String::new();
+    let phase = status.phase.unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "WorkflowGroup {}/{}  {}  {}",
+        group.namespace().unwrap_or_default(),
+        group.name_any(),
+        phase,
+        timing(
+            status.start_time.as_ref().map(|t| t.0),
+            status.completion_time.as_ref().map(|t| t.0),
+            now
+        ),
+    );
+    if let Some(c) = condition {
+        let _ = writeln!(out, "│ {}: {}", c.reason, one_line(&c.message));
+    }
+    if let Some(rollout) = &status.rollout {
+        let _ = writeln!(
+            out,
+            "│ waves {} done, {} target(s) failed",
+            rollout.progress, rollout.failed_targets
+        );
+    }
+    // In the order the group lists them (the order they ran), then any it does not list.
+    let mut ordered: Vec<&Workflow> = status
+        .workflows
+        .iter()
+        .filter_map(|r| workflows.iter().find(|w| w.name_any() == r.name))
+        .collect();
+    for w in workflows {
+        if !ordered.iter().any(|o| o.name_any() == w.name_any()) {
+            ordered.push(w);
+        }
+    }
+    // Types the group has not reached (nothing created yet).
+    let created: Vec<&str> = status.workflows.iter().map(|w| w.type_.as_str()).collect();
+    let pending: Vec<&str> = group
+        .spec
+        .workflow_steps
+        .iter()
+        .map(String::as_str)
+        .filter(|t| !created.contains(t) && group.spec.rollout.is_none())
+        .collect();
+    for (i, workflow) in ordered.iter().enumerate() {
+        let last = i + 1 == ordered.len() && pending.is_empty();
+        workflow_branch(&mut out, workflow, last, now);
+    }
+    if !pending.is_empty() {
+        let _ = writeln!(out, "└── not started: {}", pending.join(", "));
+    }
+    out
+}
+
+fn workflow_branch(out: &mut String, workflow: &Workflow, last: bool, now: Timestamp) {
+    let status = workflow.status.clone().unwrap_or_default();
+    let (branch, indent) = if last {
+        ("└── ", "    ")
+    } else {
+        ("├── ", "│   ")
+    };
+    let wave = workflow
+        .labels()
+        .get(crate::api::LABEL_WAVE)
+        .map(|w| format!(" wave {w}"))
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "{branch}Workflow {} ({}{wave})  {}  {}",
+        workflow.name_any(),
+        workflow.spec.type_,
+        status.phase.unwrap_or_default(),
+        timing(
+            status.start_time.as_ref().map(|t| t.0),
+            status.completion_time.as_ref().map(|t| t.0),
+            now
+        ),
+    );
+    if let Some(c) = succeeded(&status.conditions).filter(|c| c.reason != "Running") {
+        let _ = writeln!(out, "{indent}│ {}: {}", c.reason, one_line(&c.message));
+    }
+    let steps = &workflow.spec.steps;
+    for (i, step) in steps.iter().enumerate() {
+        let last = i + 1 == steps.len();
+        let phase = status
+            .step_status
+            .get(&step.name)
+            .copied()
+            .unwrap_or_default();
+        let detail = status
+            .step_details
+            .get(&step.name)
+            .cloned()
+            .unwrap_or_default();
+        step_branch(out, indent, &step.name, phase, &detail, last, now);
+    }
+}
+
+fn step_branch(
+    out: &mut String,
+    indent: &str,
+    name: &str,
+    phase: Phase,
+    detail: &StepDetail,
+    last: bool,
+    now: Timestamp,
+) {
+    let (branch, more) = if last {
+        ("└── ", "    ")
+    } else {
+        ("├── ", "│   ")
+    };
+    let mut line = format!("{indent}{branch}{name}  {phase}");
+    if detail.started_at.is_some() {
+        line.push_str("  ");
+        line.push_str(&timing(
+            detail.started_at.as_ref().map(|t| t.0),
+            detail.finished_at.as_ref().map(|t| t.0),
+            now,
+        ));
+    }
+    if detail.attempts > 0 {
+        let _ = write!(line, "  attempts {}", detail.attempts);
+    }
+    if let Some(code) = detail.exit_code {
+        let _ = write!(line, "  exit {code}");
+    }
+    if let Some(message) = &detail.message {
+        let _ = write!(line, "  {}", one_line(message));
+    } else if phase == Phase::Pending && detail.attempts == 0 {
+        line.push_str("  (waiting for its dependencies)");
+    }
+    let _ = writeln!(out, "{line}");
+    if let Some(report) = &detail.targets {
+        let _ = writeln!(
+            out,
+            "{indent}{more}└── targets {}: {} ok, {} failed, {} unreachable",
+            report.total, report.ok, report.failed, report.unreachable
+        );
+        for problem in report.problems.iter().take(MAX_TARGETS_SHOWN) {
+            let _ = writeln!(
+                out,
+                "{indent}{more}    · {} {:?}: {}",
+                problem.name,
+                problem.outcome,
+                one_line(&problem.reason)
+            );
+        }
+        let hidden = report.problems.len().saturating_sub(MAX_TARGETS_SHOWN);
+        if hidden > 0 {
+            let _ = writeln!(out, "{indent}{more}    · and {hidden} more");
+        }
+    }
+}
+
+/// `started 12:00:01, 3.2s` (or `running 3.2s`), in UTC.
+fn timing(start: Option<Timestamp>, end: Option<Timestamp>, now: Timestamp) -> String {
+    let Some(start) = start else {
+        return "not started".into();
+    };
+    let clock = start
+        .to_zoned(TimeZone::UTC)
+        .strftime("%H:%M:%S")
+        .to_string();
+    let (to, verb) = match end {
+        Some(end) => (end, "took"),
+        None => (now, "running for"),
+    };
+    let seconds = to.duration_since(start).as_secs_f64().max(0.0);
+    format!("started {clock}Z, {verb} {}", duration(seconds))
+}
+
+fn duration(seconds: f64) -> String {
+    if seconds < 60.0 {
+        format!("{seconds:.1}s")
+    } else if seconds < 3600.0 {
+        format!(
+            "{}m{:02}s",
+            (seconds / 60.0) as u64,
+            (seconds % 60.0) as u64
+        )
+    } else {
+        format!(
+            "{}h{:02}m",
+            (seconds / 3600.0) as u64,
+            ((seconds % 3600.0) / 60.0) as u64
+        )
+    }
+}
+
+/// `message` on one line, cut to 200 characters.
+fn one_line(message: &str) -> String {
+    let flat: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
+    workflow_model::text::prefix(&flat, 200).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn objects() -> (WorkflowGroup, Vec<Workflow>) {
+        let group: WorkflowGroup = serde_json::from_value(serde_json::json!({
+            "apiVersion": "workflow.rxg456.cn/v1alpha1", "kind": "WorkflowGroup",
+            "metadata": {"name": "g", "namespace": "ns"},
+            "spec": {"type": "t", "clusterName": "c", "workflowSteps": ["pre-check", "setup"], "targets": []},
+            "status": {
+                "phase": "Failed",
+                "startTime": "2026-12-01T10:00:00Z", "completionTime": "2026-12-01T10:00:09Z",
+                "workflows": [{"name": "g-pre-check-1", "type": "pre-check", "status": "Failed"}],
+                "conditions": [{"type": "Succeeded", "status": "False", "reason": "WorkflowFailed",
+                    "message": "workflow g-pre-check-1 (pre-check) failed: step check-network failed",
+                    "lastTransitionTime": "2026-12-01T10:00:09Z"}]
+            }
+        }))
+        .unwrap();
+        let workflow: Workflow = serde_json::from_value(serde_json::json!({
+            "apiVersion": "workflow.rxg456.cn/v1alpha1", "kind": "Workflow",
+            "metadata": {"name": "g-pre-check-1", "namespace": "ns"},
+            "spec": {"type": "pre-check", "clusterName": "c", "targets": [], "steps": [
+                {"name": "validate-nodes", "command": "true"},
+                {"name": "check-network", "command": "false", "dependsOn": ["validate-nodes"]},
+                {"name": "report", "command": "true", "dependsOn": ["check-network"]}
+            ]},
+            "status": {
+                "phase": "Failed", "startTime": "2026-12-01T10:00:00Z", "completionTime": "2026-12-01T10:00:09Z",
+                "stepStatus": {"validate-nodes": "Completed", "check-network": "Failed", "report": "Pending"},
+                "stepDetails": {
+                    "validate-nodes": {"attempts": 1, "startedAt": "2026-12-01T10:00:00Z", "finishedAt": "2026-12-01T10:00:02Z", "exitCode": 0},
+                    "check-network": {"attempts": 2, "startedAt": "2026-12-01T10:00:04Z", "finishedAt": "2026-12-01T10:00:09Z", "exitCode": 1,
+                        "message": "exit code 1: targets 2: 1 ok, 1 failed, 0 unreachable",
+                        "targets": {"total": 2, "ok": 1, "failed": 1, "unreachable": 0,
+                            "problems": [{"name": "node-2", "outcome": "Failed", "reason": "exit code 1: no route"}]}}
+                },
+                "conditions": [{"type": "Succeeded", "status": "False", "reason": "StepFailed",
+                    "message": "step check-network failed", "lastTransitionTime": "2026-12-01T10:00:09Z"}]
+            }
+        }))
+        .unwrap();
+        (group, vec![workflow])
+    }
+
+    #[test]
+    fn the_tree_shows_each_level_with_phase_timing_attempts_exit_code_and_why() {
+        let (group, workflows) = objects();
+        let now: Timestamp = "2026-12-01T10:05:00Z".parse().unwrap();
+        let tree = group_tree(&group, &workflows, now);
+        let lines: Vec<&str> = tree.lines().collect();
+        assert_eq!(
+            lines[0],
+            "WorkflowGroup ns/g  Failed  started 10:00:00Z, took 9.0s"
+        );
+        assert!(
+            lines[1].contains("WorkflowFailed: workflow g-pre-check-1"),
+            "{tree}"
+        );
+        assert!(
+            tree.contains(
+                "├── Workflow g-pre-check-1 (pre-check)  Failed  started 10:00:00Z, took 9.0s"
+            ),
+            "{tree}"
+        );
+        assert!(
+            tree.contains(
+                "validate-nodes  Completed  started 10:00:00Z, took 2.0s  attempts 1  exit 0"
+            ),
+            "{tree}"
+        );
+        assert!(
+            tree.contains(
+                "check-network  Failed  started 10:00:04Z, took 5.0s  attempts 2  exit 1"
+            ),
+            "{tree}"
+        );
+        assert!(
+            tree.contains("targets 2: 1 ok, 1 failed, 0 unreachable"),
+            "{tree}"
+        );
+        assert!(
+            tree.contains("· node-2 Failed: exit code 1: no route"),
+            "{tree}"
+        );
+        assert!(
+            tree.contains("report  Pending  (waiting for its dependencies)"),
+            "{tree}"
+        );
+        assert!(tree.ends_with("└── not started: setup\n"), "{tree}");
+    }
+
+    #[test]
+    fn a_running_step_counts_its_time_to_now() {
+        let (group, mut workflows) = objects();
+        if let Some(d) = workflows[0]
+            .status
+            .as_mut()
+            .and_then(|s| s.step_details.get_mut("check-network"))
+        {
+            d.finished_at = None;
+        }
+        let now: Timestamp = "2026-12-01T10:01:34Z".parse().unwrap();
+        let tree = group_tree(&group, &workflows, now);
+        assert!(
+            tree.contains("check-network  Failed  started 10:00:04Z, running for 1m30s"),
+            "{tree}"
+        );
+    }
+}
