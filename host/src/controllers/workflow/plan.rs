@@ -296,6 +296,8 @@ fn plan_step(
         name,
         observed.refused.get(name),
     );
+    // The start the status already records, of the attempt it records.
+    let recorded_start = detail.started_at.clone().map(|t| (detail.attempts, t));
     let mut decision = apply_move(
         step_move,
         &view,
@@ -308,26 +310,46 @@ fn plan_step(
         decision.effects.stop = Some(attempt.pod.clone());
     }
     let now = Timestamp::from_second(ctx.now).unwrap_or(Timestamp::UNIX_EPOCH);
-    stamp(&mut decision, latest.as_ref(), now);
+    stamp(&mut decision, latest.as_ref(), recorded_start, now);
     decision
 }
 
 /// When the step's latest attempt started and finished, its exit code and the end of its
 /// output: what `workflow-operator get` and `logs` show, once its pod is gone too.
-fn stamp(decision: &mut StepDecision, latest: Option<&Attempt>, now: Timestamp) {
+/// `recorded_start` is the attempt and start the status already has: an attempt started again
+/// (its pod not in the cache yet) keeps its start, and its status is not written again.
+fn stamp(
+    decision: &mut StepDecision,
+    latest: Option<&Attempt>,
+    recorded_start: Option<(u32, Time)>,
+    now: Timestamp,
+) {
     let detail = &mut decision.detail;
-    if decision.effects.start.is_some() {
-        detail.started_at = Some(Time(now));
+    if let Some(attempt) = decision.effects.start {
+        detail.started_at = Some(match recorded_start {
+            Some((recorded, at)) if recorded == attempt => at,
+            _ => Time(now),
+        });
         detail.finished_at = None;
         detail.exit_code = None;
         detail.log = None;
         return;
     }
+    // A status read before its start was written (a stale cache) takes the start from the
+    // pod: the same second as the start written, so the same status, not another write.
+    if detail.started_at.is_none()
+        && let Some(created) = latest.and_then(|a| a.created)
+    {
+        detail.started_at = Some(Time(created));
+    }
     let outcome = latest.and_then(|a| a.outcome.as_ref());
     if let (true, None, Some(outcome)) =
         (decision.phase.is_finished(), &detail.finished_at, outcome)
     {
+        // To the second, as the API server keeps it: a finer time would differ from the cached
+        // copy of what was written, and be written again.
         let finished = latest.and_then(|a| a.observed).unwrap_or(now);
+        let finished = Timestamp::from_second(finished.as_second()).unwrap_or(finished);
         detail.finished_at = Some(Time(finished));
         detail.exit_code = outcome.exit_code;
         let message = outcome.message.trim_end();
@@ -568,6 +590,7 @@ fn vanished_attempt(
     (running && recorded.attempts > seen).then(|| Attempt {
         number: recorded.attempts,
         pod,
+        created: None,
         outcome: Some(StepOutcome {
             succeeded: false,
             exit_code: None,
@@ -617,9 +640,18 @@ mod tests {
                 ..Default::default()
             },
         };
-        stamp(&mut decision, None, started);
+        stamp(&mut decision, None, None, started);
         assert_eq!(decision.detail.started_at, Some(Time(started)));
         assert_eq!(decision.detail.finished_at, None);
+        // Started again a second later (its pod not in the cache yet): the same start.
+        let again: Timestamp = "2026-12-01T10:00:01Z".parse().unwrap();
+        stamp(&mut decision, None, Some((1, Time(started))), again);
+        assert_eq!(decision.detail.started_at, Some(Time(started)));
+        // A retry (attempt 2) is a new start.
+        decision.effects.start = Some(2);
+        stamp(&mut decision, None, Some((1, Time(started))), again);
+        assert_eq!(decision.detail.started_at, Some(Time(again)));
+        decision.effects.start = Some(1);
 
         // Finished: the end of a long output, cut on a character boundary.
         let output = format!("{}é{}last line", "x".repeat(3000), "y".repeat(2030));
@@ -636,13 +668,15 @@ mod tests {
             }),
             deadline: None,
             at_deadline: None,
-            observed: Some("2026-12-01T10:00:02Z".parse().unwrap()),
+            observed: Some("2026-12-01T10:00:02.750Z".parse().unwrap()),
+            created: None,
         };
         decision.phase = Phase::Failed;
         decision.effects.start = None;
         stamp(
             &mut decision,
             Some(&attempt),
+            None,
             "2026-12-01T10:00:05Z".parse().unwrap(),
         );
         let detail = &decision.detail;
@@ -663,6 +697,7 @@ mod tests {
         stamp(
             &mut decision,
             Some(&attempt),
+            None,
             "2026-12-01T11:00:00Z".parse().unwrap(),
         );
         assert_eq!(decision.detail, before);
@@ -781,6 +816,7 @@ mod tests {
                     deadline: None,
                     at_deadline: None,
                     observed: None,
+                    created: None,
                 };
                 (step.to_string(), attempt)
             })

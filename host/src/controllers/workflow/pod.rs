@@ -477,6 +477,7 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
             number,
             pod: pod.name_any(),
             observed: outcome.as_ref().and(observed),
+            created,
             deadline,
             at_deadline,
             outcome,

@@ -61,6 +61,8 @@ pub struct Attempt {
     pub at_deadline: Option<StepOutcome>,
     /// When the operator's watch first delivered it finished (for the step start latency).
     pub observed: Option<Timestamp>,
+    /// When its pod was created.
+    pub created: Option<Timestamp>,
 }
 
 impl Attempt {

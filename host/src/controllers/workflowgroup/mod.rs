@@ -111,7 +111,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     // Locks go back once the group no longer acts on their targets: finished (with no step
     // pod left running), between waves, paused between waves.
     let mut release_later = false;
-    if !plan.keep_locks
+    if (finished || !plan.keep_locks)
         && plan.create.is_none()
         && !waiting
         && !locks::held_by(ctx, &uid).is_empty()

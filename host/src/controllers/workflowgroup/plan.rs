@@ -238,6 +238,10 @@ pub fn plan_group(
         };
     }
     let mut plan = Planner::new(group, &old, now);
+    // A group that has begun keeps its locks whatever it waits for now (a plugin that cannot
+    // answer, a spec made invalid): another group must not act on its targets half-way
+    // through. Only the end and the boundaries between waves give them back.
+    plan.keep_locks = !old.workflows.is_empty();
     let types = &group.spec.workflow_steps;
     if let Some(problem) = spec_problem(group) {
         return plan.wait(reason::INVALID_SPEC, problem);
@@ -394,6 +398,7 @@ pub fn plan_group(
             wave + 1
         ));
         plan.pause = !group.spec.paused;
+        plan.keep_locks = false;
         if let Some(r) = plan.status.rollout.as_mut() {
             r.paused_after_wave = Some(wave);
         }
@@ -676,6 +681,7 @@ impl<'a> Planner<'a> {
     }
 
     fn finish(mut self, phase: Phase, reason: &str, message: String) -> GroupPlan {
+        self.keep_locks = false;
         self.status.phase = Some(phase);
         self.status.completion_time.get_or_insert(Time(self.now));
         let (status, event) = if phase == Phase::Completed {
@@ -1066,6 +1072,34 @@ mod tests {
             3,
             "without a rollout, one Workflow per type"
         );
+    }
+
+    #[test]
+    fn a_group_that_has_begun_keeps_its_locks_while_a_plugin_cannot_answer() {
+        let group = after(
+            &sample(),
+            &plan_group(&sample(), &BTreeMap::new(), &all_loaded(), now()),
+        );
+        let workflows = observed(&[("pre-check", Phase::Completed)]);
+        let plan = plan_group(
+            &group,
+            &workflows,
+            &with("setup", PluginState::Loaded(Err(timeout()))),
+            now(),
+        );
+        assert!(plan.unavailable.is_some());
+        assert!(
+            plan.keep_locks,
+            "half-way through, its targets stay its own"
+        );
+        // Not begun: nothing to keep.
+        let plan = plan_group(
+            &sample(),
+            &BTreeMap::new(),
+            &with("setup", PluginState::Missing),
+            now(),
+        );
+        assert!(!plan.keep_locks);
     }
 
     #[test]
