@@ -264,7 +264,7 @@ pub async fn acquire(
     ctx: &Context,
     group: &WorkflowGroup,
     targets: &[Target],
-    waiting_targets: impl Fn(&WorkflowGroup) -> Vec<Target>,
+    waiting_targets: impl Fn(&WorkflowGroup) -> &[Target],
 ) -> Result<Acquired> {
     let uid = group.uid().unwrap_or_default();
     let claims = claims(group, targets);
@@ -295,7 +295,7 @@ pub async fn acquire(
         if other.uid() == group.uid() || !waits_for_locks(&other) || arrival(&other) >= me {
             continue;
         }
-        let theirs: BTreeSet<String> = claims_of(&other, &waiting_targets(&other));
+        let theirs: BTreeSet<String> = claims_of(&other, waiting_targets(&other));
         for claim in &claims {
             if claim.leases.iter().any(|l| theirs.contains(l)) {
                 let shown = format!(

@@ -157,12 +157,12 @@ impl GroupPlugins for RegistryPlugins<'_> {
         }
     }
 
-    fn render(&self, unit: &Unit) -> Result<Workflow, RenderError> {
+    fn render(&self, unit: &Unit<'_>) -> Result<Workflow, RenderError> {
         let plugin = self
             .registry
             .get(&unit.type_)
             .ok_or_else(|| RenderError::NoPlugin(unit.type_.clone()))?;
-        let wave = unit.wave.map(|w| (w, unit.targets.as_slice()));
+        let wave = unit.wave.map(|w| (w, unit.targets));
         render_wave(self.group, &plugin, self.now.as_second(), wave)
     }
 }

@@ -62,15 +62,15 @@ impl ObservedWorkflow {
 
 /// One Workflow of a group: a workflow type, in a wave when the group rolls out in waves.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unit {
+pub struct Unit<'a> {
     pub type_: String,
     /// Its wave (from 1), with `spec.rollout`.
     pub wave: Option<u32>,
-    /// The targets it acts on: the group's, or its wave's.
-    pub targets: Vec<Target>,
+    /// The targets it acts on: the group's, or its wave's (borrowed from the group).
+    pub targets: &'a [Target],
 }
 
-impl Unit {
+impl Unit<'_> {
     /// How the plan's observed Workflows are keyed: the type, and `#wave` in a rollout.
     pub fn key(&self) -> String {
         unit_key(&self.type_, self.wave)
@@ -109,13 +109,15 @@ fn scaled(value: &IntOrString, total: usize, round_up: bool, field: &str) -> Res
 }
 
 /// The group's targets in waves: `spec.rollout.waveSize` at a time, or one wave of all.
+/// Slices of the group's own list: a reconcile asks for them, and copying thousands of
+/// targets each time would cost for nothing.
 ///
 /// # Errors
 /// The wave size is not a positive number or a percentage.
-pub fn waves(group: &WorkflowGroup) -> Result<Vec<Vec<Target>>, String> {
-    let targets = &group.spec.targets;
+pub fn waves(group: &WorkflowGroup) -> Result<Vec<&[Target]>, String> {
+    let targets = group.spec.targets.as_slice();
     let Some(rollout) = &group.spec.rollout else {
-        return Ok(vec![targets.clone()]);
+        return Ok(vec![targets]);
     };
     let size = scaled(
         &rollout.wave_size,
@@ -127,12 +129,9 @@ pub fn waves(group: &WorkflowGroup) -> Result<Vec<Vec<Target>>, String> {
         return Err("spec.rollout.waveSize: 0 targets per wave; give at least 1".into());
     }
     if targets.is_empty() {
-        return Ok(vec![Vec::new()]);
+        return Ok(vec![targets]);
     }
-    Ok(targets
-        .chunks(size.max(1))
-        .map(<[Target]>::to_vec)
-        .collect())
+    Ok(targets.chunks(size.max(1)).collect())
 }
 
 /// How many failed targets the rollout tolerates.
@@ -150,18 +149,18 @@ fn failure_budget(group: &WorkflowGroup) -> Result<usize, String> {
 }
 
 /// The Workflows of `group`, in the order they run: each type in turn, wave after wave.
-pub fn units(group: &WorkflowGroup) -> Vec<Unit> {
+pub fn units(group: &WorkflowGroup) -> Vec<Unit<'_>> {
     let rollout = group.spec.rollout.is_some();
     let waves = waves(group).unwrap_or_default();
     waves
-        .iter()
+        .into_iter()
         .enumerate()
         .flat_map(|(i, targets)| {
             let wave = rollout.then(|| u32::try_from(i + 1).unwrap_or(u32::MAX));
             group.spec.workflow_steps.iter().map(move |t| Unit {
                 type_: t.clone(),
                 wave,
-                targets: targets.clone(),
+                targets,
             })
         })
         .collect()
@@ -169,7 +168,7 @@ pub fn units(group: &WorkflowGroup) -> Vec<Unit> {
 
 /// The targets `group` waits for or acts on now: its current wave's (all of them without
 /// `spec.rollout`). Other groups read it to serve waiting groups in order.
-pub fn current_targets(group: &WorkflowGroup) -> Vec<Target> {
+pub fn current_targets(group: &WorkflowGroup) -> &[Target] {
     let waves = waves(group).unwrap_or_default();
     let finished = group
         .status
@@ -196,7 +195,7 @@ pub trait GroupPlugins {
     /// Whether a plugin of `type_name` is loaded and accepts the group's params for it.
     fn check(&self, type_name: &str) -> PluginState;
     /// The Workflow of `unit` for the group, templated by its plugin.
-    fn render(&self, unit: &Unit) -> Result<Workflow, RenderError>;
+    fn render(&self, unit: &Unit<'_>) -> Result<Workflow, RenderError>;
 }
 
 /// What the WorkflowGroup controller decided for one reconcile.
@@ -306,7 +305,7 @@ pub fn plan_group(
     let old_rollout = old.rollout.clone().unwrap_or_default();
     let mut failed: BTreeMap<String, String> = BTreeMap::new();
     let mut accepted = 0;
-    for (i, targets) in waves.iter().enumerate() {
+    for (i, targets) in waves.iter().copied().enumerate() {
         let wave = rollout.map(|_| u32::try_from(i + 1).unwrap_or(u32::MAX));
         let mut wave_failed: BTreeMap<String, String> = BTreeMap::new();
         let mut wave_phase = Phase::Completed;
@@ -315,7 +314,7 @@ pub fn plan_group(
             let unit = Unit {
                 type_: t.clone(),
                 wave,
-                targets: targets.clone(),
+                targets,
             };
             match workflows.get(&unit.key()) {
                 Some((w, Phase::Completed)) => {
@@ -746,7 +745,7 @@ impl<'a> Planner<'a> {
     }
 
     /// Templates the Workflow of `unit` and lists it as created.
-    fn create(mut self, unit: &Unit, waves: usize, plugins: &dyn GroupPlugins) -> GroupPlan {
+    fn create(mut self, unit: &Unit<'_>, waves: usize, plugins: &dyn GroupPlugins) -> GroupPlan {
         let type_name = unit.type_.as_str();
         let workflow = match plugins.render(unit) {
             Ok(workflow) => workflow,
@@ -854,7 +853,7 @@ mod tests {
                 .cloned()
                 .unwrap_or(PluginState::Missing)
         }
-        fn render(&self, unit: &Unit) -> Result<Workflow, RenderError> {
+        fn render(&self, unit: &Unit<'_>) -> Result<Workflow, RenderError> {
             if let Some(e) = &self.template_error {
                 return Err(RenderError::Plugin(e.clone()));
             }
@@ -862,7 +861,7 @@ mod tests {
                 &format!("wf-{}", unit.key()),
                 WorkflowSpec {
                     type_: unit.type_.clone(),
-                    targets: unit.targets.clone(),
+                    targets: unit.targets.to_vec(),
                     ..WorkflowSpec::default()
                 },
             ))
@@ -1061,7 +1060,7 @@ mod tests {
         ))
         .unwrap();
         let waves = waves(&group).unwrap();
-        assert_eq!(waves.iter().map(Vec::len).collect::<Vec<_>>(), [2, 2, 2]);
+        assert_eq!(waves.iter().map(|w| w.len()).collect::<Vec<_>>(), [2, 2, 2]);
         assert_eq!(failure_budget(&group), Ok(1));
         assert_eq!(
             group.spec.rollout.map(|r| r.on_budget_exceeded),
