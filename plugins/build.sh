@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the built-in workflow types and the test plugins as WebAssembly components:
 #   target/plugins/<type>.wasm        pre-check, setup, post-check, at (what the operator ships)
-#   target/test-plugins/<name>.wasm   hostile, sleepy-init, sleepy-info, recursive-schema, contract-v0-1,
+#   target/test-plugins/<name>.wasm   hostile, sleepy-init, sleepy-info, recursive-schema, contract-v0-1, contract-v0-2,
 #                                     wrong-contract, no-export, pre-check-v2 (host tests)
 # Called by `make plugins`. The toolchain and the wasm32-wasip2 target are the ones
 # rust-toolchain.toml names: rustup installs a missing toolchain with its targets on first use,
@@ -32,6 +32,7 @@ test_plugins=(
     test-plugin-no-export:test-plugins/no-export.wasm
     test-plugin-pre-check-v2:test-plugins/pre-check-v2.wasm
     test-plugin-contract-v0-1:test-plugins/contract-v0-1.wasm
+    test-plugin-contract-v0-2:test-plugins/contract-v0-2.wasm
 )
 all=("${builtins[@]}" "${test_plugins[@]}")
 

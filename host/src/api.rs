@@ -35,6 +35,11 @@ pub const LABEL_ATTEMPT: &str = "workflow.rxg456.cn/attempt";
 pub const LABEL_WAVE: &str = "workflow.rxg456.cn/wave";
 /// Annotation recording the digest of the plugin that templated a Workflow.
 pub const ANNOTATION_PLUGIN_DIGEST: &str = "workflow.rxg456.cn/plugin-digest";
+/// On a group: `kubectl annotate` shortcut for `spec.rerun` (its value is the re-run's id; the
+/// re-run starts from the failed steps).
+pub const ANNOTATION_RERUN: &str = "workflow.rxg456.cn/rerun";
+/// On a step pod: the run of its group it belongs to (absent in the first run).
+pub const LABEL_RUN: &str = "workflow.rxg456.cn/run";
 
 /// The phase of a WorkflowGroup, a Workflow or a step. Serialized as the seed's strings.
 // The variants carry plain comments: doc comments would turn the CRD schema's `enum` into a
@@ -221,7 +226,87 @@ pub struct WorkflowGroupSpec {
     /// targets.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<Rollout>,
+    /// Run a finished group again: a new `id` starts one re-run (an id already in
+    /// `status.runs` does nothing), from the failed steps by default. The annotation
+    /// `workflow.rxg456.cn/rerun: <id>` does the same with the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<RerunRequest>,
 }
+
+/// A re-run of a finished group (`spec.rerun`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RerunRequest {
+    /// Names this re-run: the operator acts once per id.
+    #[schemars(length(min = 1, max = 63))]
+    pub id: String,
+    /// `Failed` (the default): the steps that did not complete run again, completed steps are
+    /// kept. `All`: every step runs again.
+    #[serde(default)]
+    pub from: RerunFrom,
+    /// Steps to run again although they completed (`<step>` or `<type>/<step>`), with the
+    /// dependents their plugin says must follow them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub steps: Vec<String>,
+    /// Workflow types whose steps all run again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub types: Vec<String>,
+}
+
+/// Where a re-run starts.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RerunFrom {
+    /// The steps that did not complete.
+    #[default]
+    Failed,
+    /// Every step.
+    All,
+}
+
+impl RerunFrom {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RerunFrom::Failed => "Failed",
+            RerunFrom::All => "All",
+        }
+    }
+}
+
+/// One run of a group (`status.runs`): the first, and each re-run.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatus {
+    /// Its number, from 1; step pods of run 2 on carry it in their names.
+    pub run: u32,
+    /// A generated id (a UUID), unique to this run.
+    pub run_id: String,
+    /// The `spec.rerun.id` (or annotation) that asked for it; none for the first run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Where it started (a re-run): `Failed` or `All`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<RerunFrom>,
+    /// The completed steps it ran again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
+    /// The types it ran again whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Running, Completed or Failed.
+    pub phase: Phase,
+    /// How it ended (the group's message when it finished).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Most runs `status.runs` lists (the newest; run numbers keep counting).
+pub const MAX_LISTED_RUNS: usize = 20;
 
 /// What a group locks while it acts (`spec.exclusion`).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
@@ -588,6 +673,9 @@ pub struct WorkflowGroupStatus {
     /// The waves of a group with `spec.rollout`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rollout: Option<RolloutStatus>,
+    /// Each run once the group was re-run: the first, then every re-run (the newest last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunStatus>,
 }
 
 /// A desired Workflow: a DAG of steps of one type, run against targets.
@@ -602,6 +690,7 @@ pub struct WorkflowGroupStatus {
     printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
     printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
     printcolumn = r#"{"name":"Progress","type":"string","jsonPath":".status.progress"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Succeeded\")].reason"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[serde(rename_all = "camelCase")]
@@ -632,6 +721,24 @@ pub struct WorkflowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "pod_template_schema")]
     pub pod_template: Option<StepPodTemplate>,
+    /// Set by its group: the run of the group this workflow belongs to, and for a finished
+    /// workflow what to run again in it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<WorkflowRerun>,
+}
+
+/// What a Workflow runs again, in which run of its group (`spec.rerun`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowRerun {
+    /// The group's run, from 2.
+    pub run: u32,
+    /// `Failed`: the steps that did not complete; `All`: every step.
+    #[serde(default)]
+    pub from: RerunFrom,
+    /// Completed steps to run again too, with the dependents their plugin names.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
 }
 
 fn workflow_params_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -674,6 +781,9 @@ pub struct StepDetail {
     /// (at most 2 KiB): `workflow-operator logs` prints it once the pod is gone.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub log: Option<String>,
+    /// The approvals its plugin asked for before it starts, and those given.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval: Option<StepApproval>,
 }
 
 /// Most of a step's output its status keeps ([`StepDetail::log`]).
@@ -712,6 +822,9 @@ pub struct WorkflowStatus {
     /// The plugin that judges this workflow, pinned for its whole life.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub plugin: Option<PluginRef>,
+    /// The run of its group the status reflects (absent: the first).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u32>,
 }
 
 /// A plugin version, as recorded on a Workflow.
@@ -724,6 +837,92 @@ pub struct PluginRef {
     pub digest: String,
 }
 
+/// An approval of one step of a Workflow, in one run of its group: the step starts once its
+/// plugin's gate has the approvals it asked for. Who may create one is the cluster's RBAC
+/// (`create` on `approvals`); that `spec.approver` is the user who created it is checked at
+/// admission by the ValidatingAdmissionPolicy in `crds/approval-policy.yaml`; and it cannot be
+/// changed afterwards.
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "workflow.rxg456.cn",
+    version = "v1alpha1",
+    kind = "Approval",
+    namespaced,
+    shortname = "wfapproval",
+    printcolumn = r#"{"name":"Workflow","type":"string","jsonPath":".spec.workflow"}"#,
+    printcolumn = r#"{"name":"Step","type":"string","jsonPath":".spec.step"}"#,
+    printcolumn = r#"{"name":"Run","type":"integer","jsonPath":".spec.run"}"#,
+    printcolumn = r#"{"name":"Decision","type":"string","jsonPath":".spec.decision"}"#,
+    printcolumn = r#"{"name":"Approver","type":"string","jsonPath":".spec.approver"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new("self == oldSelf").message("an Approval cannot be changed: delete it and create another"))]
+#[serde(rename_all = "camelCase")]
+pub struct ApprovalSpec {
+    /// The Workflow whose step it approves.
+    #[schemars(length(min = 1, max = 253))]
+    pub workflow: String,
+    /// The step.
+    #[schemars(length(min = 1, max = 63))]
+    pub step: String,
+    /// The run of the group it approves the step in (1 until the group is re-run).
+    #[serde(default = "first_run")]
+    #[schemars(range(min = 1))]
+    pub run: u32,
+    /// Who approves: the user who creates it (checked at admission).
+    #[schemars(length(min = 1, max = 256))]
+    pub approver: String,
+    /// Groups of that user that it approves as (each checked at admission), for gates that
+    /// name `group:<name>` approvers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub groups: Vec<String>,
+    /// `Approve` (the default) or `Reject`: a rejection by an approver fails the step.
+    #[serde(default)]
+    pub decision: ApprovalDecision,
+    /// Why, for the record.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 1024))]
+    pub comment: String,
+}
+
+fn first_run() -> u32 {
+    1
+}
+
+/// What an approver decided.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ApprovalDecision {
+    #[default]
+    Approve,
+    Reject,
+}
+
+/// Where a step waiting for approval stands (`stepDetails.<step>.approval`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct StepApproval {
+    /// Why its plugin asks for approval.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Who may approve (user names, `group:<name>`); empty: anyone allowed to create one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// How many different approvers must approve.
+    pub required: u32,
+    /// The approvers whose approval counts, so far.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approved_by: Vec<String>,
+    /// When the step began to wait.
+    pub since: Time,
+    /// When the wait ends, if it has a limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deadline: Option<Time>,
+    /// What happens then: `Fail` or `Start`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub on_timeout: String,
+}
+
 /// Both CustomResourceDefinitions as one multi-document YAML, as `crdgen` prints and
 /// `crds/` holds.
 ///
@@ -733,7 +932,7 @@ pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {
     use kube::CustomResourceExt;
     let mut out =
         String::from("# Generated by `workflow-operator crdgen` (make manifests). Do not edit.\n");
-    for crd in [WorkflowGroup::crd(), Workflow::crd()] {
+    for crd in [WorkflowGroup::crd(), Workflow::crd(), Approval::crd()] {
         out.push_str("---\n");
         out.push_str(&serde_saphyr::to_string(&crd)?);
     }

@@ -57,6 +57,23 @@ enum Command {
         #[arg(short, long)]
         namespace: Option<String>,
     },
+    /// Approve (or reject) a step that waits for approval, in its group's current run, as
+    /// you: creates an Approval whose approver is the user the API server says you are.
+    Approve {
+        /// The group's name.
+        group: String,
+        /// The step: its name, or `<type>/<name>` when several types have one of that name.
+        step: String,
+        /// The group's namespace (by default the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// Reject it instead: the step fails.
+        #[arg(long)]
+        reject: bool,
+        /// Why, for the record.
+        #[arg(long)]
+        comment: Option<String>,
+    },
     /// Print a step's output: from its pod while the pod exists, then the end of it that the
     /// step's status kept.
     Logs {
@@ -166,6 +183,13 @@ fn main() -> ExitCode {
             step,
             namespace,
         } => workflow_operator::cli::get::logs(&group, &step, namespace),
+        Command::Approve {
+            group,
+            step,
+            namespace,
+            reject,
+            comment,
+        } => workflow_operator::cli::get::approve(&group, &step, namespace, reject, comment),
     };
     match result {
         Ok(status) => ExitCode::from(status),

@@ -229,6 +229,7 @@ fn render_group(
             params: (!context.params.as_object().is_some_and(|m| m.is_empty()))
                 .then(|| context.params.clone()),
             pod_template,
+            rerun: None,
         },
         status: None,
     })

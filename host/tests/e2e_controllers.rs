@@ -970,7 +970,14 @@ fn rendered_install() -> (Vec<Value>, Vec<u8>) {
             "operator.yaml",
         ],
     );
-    copy_files("crds", &["kustomization.yaml", "workflow.rxg456.cn.yaml"]);
+    copy_files(
+        "crds",
+        &[
+            "kustomization.yaml",
+            "workflow.rxg456.cn.yaml",
+            "approval-policy.yaml",
+        ],
+    );
     let base = copy.path().join("deploy");
     std::fs::create_dir_all(base.join("plugins")).expect("plugins directory");
     for t in ["pre-check", "setup", "post-check", "at"] {
@@ -1004,7 +1011,9 @@ fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_
     let (objects, yaml) = rendered_install();
     let of_kind =
         |kind: &str| -> Vec<&Value> { objects.iter().filter(|o| o["kind"] == kind).collect() };
-    assert_eq!(of_kind("CustomResourceDefinition").len(), 2);
+    assert_eq!(of_kind("CustomResourceDefinition").len(), 3);
+    assert_eq!(of_kind("ValidatingAdmissionPolicy").len(), 1);
+    assert_eq!(of_kind("ValidatingAdmissionPolicyBinding").len(), 1);
 
     let deployment = of_kind("Deployment");
     assert_eq!(deployment.len(), 1);

@@ -61,7 +61,7 @@ fn inspect_prints_type_versions_digest_size_and_schema() {
     let out = stdout(&output);
     assert!(out.contains("type:             at"), "{out}");
     assert!(
-        out.contains("contract version: workflow:plugin@0.2.0"),
+        out.contains("contract version: workflow:plugin@0.3.0"),
         "{out}"
     );
     assert!(out.contains("digest:           sha256:"), "{out}");

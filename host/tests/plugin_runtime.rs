@@ -342,8 +342,8 @@ fn plugins_built_with_the_sdk_import_only_the_contract() {
         assert_eq!(
             imports,
             [
-                "workflow:plugin/host-log@0.2.0",
-                "workflow:plugin/types@0.2.0"
+                "workflow:plugin/host-log@0.3.0",
+                "workflow:plugin/types@0.3.0"
             ],
             "{name} imports"
         );
@@ -505,8 +505,8 @@ fn a_plugin_for_another_contract_version_is_refused_naming_both_versions() {
         .expect_err("wrong contract");
     assert!(matches!(err, PluginError::WrongContract { .. }), "{err:?}");
     let message = err.to_string();
+    assert!(message.contains("workflow:plugin@0.9.0"), "{message}");
     assert!(message.contains("workflow:plugin@0.3.0"), "{message}");
-    assert!(message.contains("workflow:plugin@0.2.0"), "{message}");
     assert!(message.contains("wrong-contract.wasm"), "{message}");
     good_plugin_still_works();
 }
@@ -519,7 +519,7 @@ fn a_component_without_the_export_is_refused() {
     assert!(matches!(err, PluginError::MissingExport { .. }), "{err:?}");
     assert!(
         err.to_string()
-            .contains("workflow:plugin/workflow-type@0.2.0"),
+            .contains("workflow:plugin/workflow-type@0.3.0"),
         "{err}"
     );
 }
@@ -897,9 +897,72 @@ fn a_plugin_of_contract_0_1_0_still_loads_and_every_call_works() {
 }
 
 #[test]
+fn a_plugin_of_contract_0_2_0_still_loads_and_every_call_works() {
+    let plugin = runtime()
+        .load(&test_plugin("contract-v0-2"), "contract-v0-2.wasm")
+        .expect("a plugin built for workflow:plugin@0.2.0 loads");
+    assert_eq!(plugin.contract_version(), "0.2.0");
+    assert_eq!(plugin.info().type_name, "mid-check");
+    let ctx = sample_context(json!({}), 1_700_000_000);
+    let steps = plugin.template(&ctx).expect("template");
+    let names: Vec<&str> = steps.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["first", "for-3"], "it saw the three targets");
+    assert!(
+        steps
+            .iter()
+            .all(|s| s.rerun_with.is_empty() && s.retries == Some(1)),
+        "{steps:?}"
+    );
+    assert_eq!(plugin.gate(&steps[0], &ctx).expect("gate"), Gate::StartNow);
+    // The step reaches it whole (its retries), without what 0.2.0 does not know.
+    let delayed = sample_context(json!({"delay": 1}), 1_700_000_000);
+    let mut with_rerun = steps[0].clone();
+    with_rerun.rerun_with = vec!["for-3".into()];
+    assert_eq!(
+        plugin.gate(&with_rerun, &delayed).expect("gate"),
+        Gate::NotBefore(1_700_000_060)
+    );
+    let mut failed = outcome(2, "boom");
+    failed.targets = TargetReport::parse("targets 1: 0 ok, 1 failed, 0 unreachable\nFAIL a: b");
+    assert_eq!(
+        plugin.evaluate(&steps[1], &failed, &ctx).expect("evaluate"),
+        Verdict::Failed(
+            "mid-check saw exit code Some(2) in group workflowgroup-sample: 1 of 1 targets failed"
+                .into()
+        )
+    );
+}
+
+#[test]
+fn a_current_plugins_gate_can_ask_for_approval() {
+    let plugin = load_builtin("at");
+    assert_eq!(plugin.contract_version(), "0.3.0");
+    let params = json!({
+        "schedule": "2016-01-30T21:04:00Z",
+        "command": "reboot",
+        "approval": {"approvers": ["alice", "group:ops"], "count": 2, "timeoutSeconds": 600, "onTimeout": "Start"},
+    });
+    plugin
+        .validate(&params)
+        .expect("the approval params are in its schema");
+    let ctx = sample_context(params, 1_700_000_000);
+    let steps = plugin.template(&ctx).expect("template");
+    let Gate::NeedsApproval(request) = plugin.gate(&steps[0], &ctx).expect("gate") else {
+        panic!("asks for approval");
+    };
+    assert_eq!(request.approvers, ["alice", "group:ops"]);
+    assert_eq!((request.count, request.timeout_seconds), (2, Some(600)));
+    assert_eq!(request.on_timeout, workflow_model::ApprovalTimeout::Start);
+    assert_eq!(request.reason, "runs: reboot");
+    let refused =
+        json!({"schedule": "2016-01-30T21:04:00Z", "command": "x", "approval": {"count": 0}});
+    assert!(plugin.validate(&refused).is_err(), "count 0 is refused");
+}
+
+#[test]
 fn a_current_plugins_evaluate_gets_the_per_target_report_and_the_groups_params() {
     let plugin = load_builtin("post-check");
-    assert_eq!(plugin.contract_version(), "0.2.0");
+    assert_eq!(plugin.contract_version(), "0.3.0");
     let ctx = sample_context(json!({"maxFailedTargets": 1}), 1_700_000_000);
     let steps = plugin.template(&ctx).expect("template");
     // The message was cut to its summary: only the report names the failed target.

@@ -72,6 +72,10 @@ pub struct Step {
     /// How many times the step may be retried when its plugin asks for a retry.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub retries: Option<u32>,
+    /// Steps that run again whenever this one runs again in a re-run of its group (those that
+    /// use what it made), though they completed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rerun_with: Vec<String>,
 }
 
 /// Build a step with [`Step::new`] and the builder methods:
@@ -129,6 +133,23 @@ impl Step {
         S: Into<String>,
     {
         self.depends_on.extend(steps.into_iter().map(Into::into));
+        self
+    }
+
+    /// Adds steps that run again whenever this one runs again in a re-run of its group (the
+    /// dependents that use what it made), though they completed.
+    ///
+    /// ```
+    /// let step = workflow_model::Step::new("install", "true").rerun_with(["verify"]);
+    /// assert_eq!(step.rerun_with, ["verify"]);
+    /// ```
+    #[must_use]
+    pub fn rerun_with<I, S>(mut self, steps: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.rerun_with.extend(steps.into_iter().map(Into::into));
         self
     }
 
@@ -194,12 +215,89 @@ impl Step {
 /// assert!(matches!(gate, Gate::NotBefore(t) if t > now));
 /// ```
 // Not part of the API: serialized under its Rust names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Gate {
     /// Start it as soon as its dependencies are Completed.
     StartNow,
     /// Not before this time, in seconds since the Unix epoch (UTC).
     NotBefore(i64),
+    /// Once approved: by whom, how many, until when and what then (contract 0.3.0).
+    NeedsApproval(ApprovalRequest),
+}
+
+/// The approvals a step needs before it starts ([`Gate::NeedsApproval`]).
+///
+/// ```
+/// use workflow_model::{ApprovalRequest, ApprovalTimeout};
+///
+/// let request = ApprovalRequest::new("restarts the database")
+///     .approvers(["alice", "group:dba"])
+///     .count(2)
+///     .timeout_secs(3600, ApprovalTimeout::Fail);
+/// assert_eq!(request.count, 2);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ApprovalRequest {
+    /// Why, for the approvers.
+    pub reason: String,
+    /// Who may approve: user names, and groups as `group:<name>`. Empty: anyone allowed to
+    /// create an Approval in the group's namespace.
+    pub approvers: Vec<String>,
+    /// How many different approvers must approve (at least 1).
+    pub count: u32,
+    /// How long to wait, in seconds from when the step began to wait; `None`: no limit.
+    pub timeout_seconds: Option<u32>,
+    /// What happens at the timeout.
+    pub on_timeout: ApprovalTimeout,
+}
+
+impl ApprovalRequest {
+    /// One approval by anyone allowed, for `reason`, with no time limit.
+    pub fn new(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            approvers: Vec::new(),
+            count: 1,
+            timeout_seconds: None,
+            on_timeout: ApprovalTimeout::Fail,
+        }
+    }
+
+    /// Adds who may approve (user names, `group:<name>`).
+    #[must_use]
+    pub fn approvers<I, S>(mut self, approvers: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.approvers.extend(approvers.into_iter().map(Into::into));
+        self
+    }
+
+    /// Sets how many different approvers must approve.
+    #[must_use]
+    pub fn count(mut self, count: u32) -> Self {
+        self.count = count;
+        self
+    }
+
+    /// Sets how long to wait and what happens then.
+    #[must_use]
+    pub fn timeout_secs(mut self, seconds: u32, then: ApprovalTimeout) -> Self {
+        self.timeout_seconds = Some(seconds);
+        self.on_timeout = then;
+        self
+    }
+}
+
+/// What happens to a step whose approvals did not come in time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default, JsonSchema)]
+pub enum ApprovalTimeout {
+    /// It fails.
+    #[default]
+    Fail,
+    /// It starts.
+    Start,
 }
 
 /// The evidence of one finished attempt of a step, handed to a plugin's `evaluate`.
@@ -262,7 +360,8 @@ mod tests {
             .env("A", "1")
             .env("B", "2")
             .timeout_secs(30)
-            .retries(4);
+            .retries(4)
+            .rerun_with(["verify"]);
         assert_eq!(
             step,
             Step {
@@ -283,6 +382,7 @@ mod tests {
                 ],
                 timeout_seconds: Some(30),
                 retries: Some(4),
+                rerun_with: vec!["verify".into()],
             }
         );
     }

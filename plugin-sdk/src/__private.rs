@@ -135,6 +135,7 @@ impl From<Step> for wit_types::Step {
             env: step.env.into_iter().map(Into::into).collect(),
             timeout_seconds: step.timeout_seconds,
             retries: step.retries,
+            rerun_with: step.rerun_with,
         }
     }
 }
@@ -150,6 +151,7 @@ impl From<wit_types::Step> for Step {
             env: step.env.into_iter().map(Into::into).collect(),
             timeout_seconds: step.timeout_seconds,
             retries: step.retries,
+            rerun_with: step.rerun_with,
         }
     }
 }
@@ -187,6 +189,16 @@ impl From<Gate> for wit_types::GateDecision {
         match gate {
             Gate::StartNow => Self::StartNow,
             Gate::NotBefore(t) => Self::NotBefore(t),
+            Gate::NeedsApproval(r) => Self::NeedsApproval(wit_types::ApprovalRequest {
+                reason: r.reason,
+                approvers: r.approvers,
+                count: r.count,
+                timeout_seconds: r.timeout_seconds,
+                on_timeout: match r.on_timeout {
+                    crate::types::ApprovalTimeout::Fail => wit_types::ApprovalTimeout::Fail,
+                    crate::types::ApprovalTimeout::Start => wit_types::ApprovalTimeout::Start,
+                },
+            }),
         }
     }
 }

@@ -101,6 +101,7 @@ pub mod bindings {
 
 #[doc(hidden)]
 pub mod __private;
+pub mod approval;
 pub mod log;
 pub mod remote;
 pub mod report;
@@ -109,8 +110,8 @@ pub mod stdio;
 mod types;
 
 pub use types::{
-    Context, EnvVar, Error, Gate, Info, NoParams, Step, StepOutcome, Target, TargetOutcome,
-    TargetReport, TargetResult, Verdict, default_verdict,
+    ApprovalRequest, ApprovalTimeout, Context, EnvVar, Error, Gate, Info, NoParams, Step,
+    StepOutcome, Target, TargetOutcome, TargetReport, TargetResult, Verdict, default_verdict,
 };
 
 /// Re-exported so plugins need no direct dependency to derive their `Params`.
@@ -123,9 +124,9 @@ pub use serde_json;
 /// Everything a plugin usually needs: `use workflow_plugin_sdk::prelude::*;`.
 pub mod prelude {
     pub use crate::{
-        Context, Deserialize, EnvVar, Error, Gate, Info, JsonSchema, NoParams, Step, StepOutcome,
-        Target, TargetOutcome, TargetReport, TargetResult, Verdict, WorkflowType, default_verdict,
-        export_workflow_type, log, remote, report,
+        ApprovalRequest, ApprovalTimeout, Context, Deserialize, EnvVar, Error, Gate, Info,
+        JsonSchema, NoParams, Step, StepOutcome, Target, TargetOutcome, TargetReport, TargetResult,
+        Verdict, WorkflowType, default_verdict, export_workflow_type, log, remote, report,
     };
 }
 

@@ -4,7 +4,8 @@ use std::fmt;
 
 use workflow_model::text::{self, Marker};
 pub use workflow_model::{
-    EnvVar, Gate, Step, StepOutcome, Target, TargetOutcome, TargetReport, TargetResult, Verdict,
+    ApprovalRequest, ApprovalTimeout, EnvVar, Gate, Step, StepOutcome, Target, TargetOutcome,
+    TargetReport, TargetResult, Verdict,
 };
 
 /// What a plugin knows of the group it works for, with its parameters already deserialized.

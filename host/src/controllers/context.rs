@@ -13,7 +13,7 @@ use super::error::Backoff;
 use super::locks::{LockConfig, Waiters};
 use super::metrics::Metrics;
 use super::workflow::pod::StepDefaults;
-use crate::api::{Workflow, WorkflowGroup};
+use crate::api::{Approval, Workflow, WorkflowGroup};
 use crate::plugin::PluginRegistry;
 
 /// Settings of the controllers.
@@ -48,6 +48,8 @@ pub struct Context {
     pub groups: Store<WorkflowGroup>,
     /// The lock Leases.
     pub leases: Store<Lease>,
+    /// Every Approval of a step the operator watches.
+    pub approvals: Store<Approval>,
     /// Groups waiting for a lock, woken when it is freed.
     pub lock_waiters: Arc<Waiters>,
     /// The statuses written and not yet seen in the caches.

@@ -27,6 +27,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
@@ -35,7 +36,7 @@ pub use context::{Context, OperatorConfig};
 pub use error::{Error, Result};
 pub use metrics::Metrics;
 
-use crate::api::{LABEL_WORKFLOW_UID, Workflow, WorkflowGroup};
+use crate::api::{Approval, LABEL_WORKFLOW_UID, Workflow, WorkflowGroup};
 use crate::http::Readiness;
 use crate::plugin::PluginRegistry;
 
@@ -77,19 +78,25 @@ pub async fn run(
     readiness: Readiness,
     reporter: Reporter,
 ) {
-    let (groups, workflows, pods): (Api<WorkflowGroup>, Api<Workflow>, Api<Pod>) =
-        match &config.namespace {
-            Some(ns) => (
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-                Api::namespaced(client.clone(), ns),
-            ),
-            None => (
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-                Api::all(client.clone()),
-            ),
-        };
+    let (groups, workflows, pods, approvals): (
+        Api<WorkflowGroup>,
+        Api<Workflow>,
+        Api<Pod>,
+        Api<Approval>,
+    ) = match &config.namespace {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+            Api::all(client.clone()),
+        ),
+    };
     // Every watched object goes through a reflector store that the reconciles read instead of
     // listing from the API server; managedFields (a quarter of an object) are dropped first.
     let (group_store, group_writer) = reflector::store();
@@ -150,6 +157,13 @@ pub async fn run(
         .modify(workflow::pod::keep_pod_evidence)
         .reflect(pod_writer)
         .touched_objects();
+    // Approvals of steps: a new one wakes the Workflow it names.
+    let (approval_store, approval_writer) = reflector::store();
+    let approval_stream = watcher(approvals, watcher::Config::default())
+        .default_backoff()
+        .modify(strip_managed_fields)
+        .reflect(approval_writer)
+        .touched_objects();
     let controller_config = ControllerConfig::default().concurrency(config.concurrent_reconciles);
     let ctx = Arc::new(Context {
         client: client.clone(),
@@ -163,6 +177,7 @@ pub async fn run(
         pods: pod_store.clone(),
         groups: group_store.clone(),
         leases: lease_store.clone(),
+        approvals: approval_store,
         lock_waiters,
         written: write::WrittenStatus::default(),
     });
@@ -206,6 +221,10 @@ pub async fn run(
         });
     let workflow_controller = Controller::for_shared_stream(workflow_events, workflow_store)
         .owns_stream(pod_stream)
+        .watches_stream(approval_stream, |approval: Approval| {
+            let ns = approval.namespace();
+            ns.map(|ns| ObjectRef::<Workflow>::new(&approval.spec.workflow).within(&ns))
+        })
         .reconcile_all_on(plugin_changes(&registry))
         .with_config(controller_config)
         .shutdown_on_signal()

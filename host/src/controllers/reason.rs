@@ -10,6 +10,8 @@
 pub const RUNNING: &str = "Running";
 /// Completed.
 pub const COMPLETED: &str = "Completed";
+/// A re-run of a finished group (or of a Workflow in it) started.
+pub const RERUNNING: &str = "Rerunning";
 /// Stopped by `spec.paused`.
 pub const PAUSED: &str = "Paused";
 /// No plugin of a needed type (or of the pinned version) is loaded.
@@ -30,6 +32,8 @@ pub const INVALID_STEPS: &str = "InvalidSteps";
 pub const STEP_FAILED: &str = "StepFailed";
 /// A step waits for the time its plugin's gate named.
 pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
+/// A step waits for the approvals its plugin's gate asked for.
+pub const WAITING_FOR_APPROVAL: &str = "WaitingForApproval";
 /// A group waits for locks on its targets (or a slot of its type) that other groups hold.
 pub const WAITING_FOR_TARGETS: &str = "WaitingForTargets";
 /// More targets failed in a group's rollout than its failure budget allows: it failed, or

@@ -12,6 +12,7 @@ use workflow_model::text::{self, Marker};
 
 use super::bindings::exports::workflow::plugin::workflow_type as wit;
 use super::bindings::v0_1::workflow::plugin::types as v0_1;
+use super::bindings::v0_2::workflow::plugin::types as v0_2;
 use super::driver;
 use super::engine::{deadline_ticks, limits, memory_limit};
 use super::error::PluginError;
@@ -76,9 +77,16 @@ impl Plugin {
     /// or any call error.
     pub fn template(&self, context: &GroupContext) -> Result<Vec<Step>, PluginError> {
         let ctx = wit::Context::from(context);
+        let index = &self.compiled.exports.template;
         self.observed("template", || {
-            let result: Result<Vec<wit::Step>, String> =
-                self.call("template", &self.compiled.exports.template, (&ctx,))?;
+            let result: Result<Vec<wit::Step>, String> = match self.compiled.contract {
+                Contract::Current => self.call("template", index, (&ctx,))?,
+                Contract::V0_2 | Contract::V0_1 => {
+                    let old: Result<Vec<v0_2::Step>, String> =
+                        self.call("template", index, (&ctx,))?;
+                    old.map(|steps| steps.into_iter().map(Into::into).collect())
+                }
+            };
             let limits = limits(&self.runtime.config);
             match result {
                 Ok(steps) => validate::steps(steps, &limits)
@@ -97,12 +105,19 @@ impl Plugin {
     /// # Errors
     /// Any call error.
     pub fn gate(&self, step: &Step, context: &GroupContext) -> Result<Gate, PluginError> {
-        let step = wit::Step::from(step);
         let ctx = wit::Context::from(context);
+        let index = &self.compiled.exports.gate;
         self.observed("gate", || {
-            let decision: wit::GateDecision =
-                self.call("gate", &self.compiled.exports.gate, (&step, &ctx))?;
-            Ok(decision.into())
+            let decision: wit::GateDecision = match self.compiled.contract {
+                Contract::Current => self.call("gate", index, (&wit::Step::from(step), &ctx))?,
+                Contract::V0_2 | Contract::V0_1 => {
+                    let old: v0_2::GateDecision =
+                        self.call("gate", index, (&v0_2::Step::from(step), &ctx))?;
+                    old.into()
+                }
+            };
+            validate::gate(decision, &limits(&self.runtime.config))
+                .map_err(|reason| self.invalid("gate", reason))
         })
     }
 
@@ -117,20 +132,25 @@ impl Plugin {
         outcome: &StepOutcome,
         context: &GroupContext,
     ) -> Result<Verdict, PluginError> {
-        let step = wit::Step::from(step);
         let index = &self.compiled.exports.evaluate;
         self.observed("evaluate", || {
-            // The other types are the same records in both versions (the component model
-            // compares them by shape), so only the outcome has a type of each version.
+            // The other records are the same in every version (the component model compares
+            // them by shape): only the step (0.3.0) and the outcome (0.2.0) have a type of
+            // each version.
             let verdict: wit::Verdict = match self.compiled.contract {
                 Contract::Current => {
                     let outcome = wit::StepOutcome::from(outcome);
                     let ctx = wit::Context::from(context);
-                    self.call("evaluate", index, (&step, &outcome, &ctx))?
+                    self.call("evaluate", index, (&wit::Step::from(step), &outcome, &ctx))?
+                }
+                Contract::V0_2 => {
+                    let outcome = wit::StepOutcome::from(outcome);
+                    let ctx = wit::Context::from(context);
+                    self.call("evaluate", index, (&v0_2::Step::from(step), &outcome, &ctx))?
                 }
                 Contract::V0_1 => {
                     let outcome = v0_1::StepOutcome::from(outcome);
-                    self.call("evaluate", index, (&step, &outcome))?
+                    self.call("evaluate", index, (&v0_2::Step::from(step), &outcome))?
                 }
             };
             validate::verdict(verdict, &limits(&self.runtime.config))

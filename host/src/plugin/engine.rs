@@ -44,7 +44,12 @@ pub(super) fn new_linker(engine: &Engine) -> anyhow::Result<Linker<CallState>> {
         .map_err(|e| anyhow::anyhow!("cannot link WASI: {e:#}"))?;
     Bindings::add_to_linker::<CallState, HasSelf<CallState>>(&mut linker, |state| state)
         .map_err(|e| anyhow::anyhow!("cannot link host-log: {e:#}"))?;
-    // Plugins of contract 0.1.0 import its host-log.
+    // Plugins of contracts 0.2.0 and 0.1.0 import their host-log.
+    super::bindings::v0_2::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(
+        &mut linker,
+        |state| state,
+    )
+    .map_err(|e| anyhow::anyhow!("cannot link host-log@0.2.0: {e:#}"))?;
     super::bindings::v0_1::Plugin::add_to_linker::<CallState, HasSelf<CallState>>(
         &mut linker,
         |state| state,

@@ -4,9 +4,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 /// The contract version this operator speaks, as in `plugin-sdk/wit/workflow-plugin.wit`.
-pub const CONTRACT_VERSION: &str = "0.2.0";
+pub const CONTRACT_VERSION: &str = "0.3.0";
 /// The older contract versions whose plugins still load and work.
-pub const OLDER_CONTRACT_VERSIONS: [&str; 1] = ["0.1.0"];
+pub const OLDER_CONTRACT_VERSIONS: [&str; 2] = ["0.2.0", "0.1.0"];
 
 /// Everything that can go wrong with a plugin, each with a message a user can act on.
 ///
@@ -46,7 +46,7 @@ pub enum PluginError {
     /// The component implements another version of the plugin contract.
     #[error(
         "{origin}: plugin was built for contract workflow:plugin@{found}, this operator speaks \
-         workflow:plugin@{CONTRACT_VERSION} (and loads 0.1.0); rebuild it with a \
+         workflow:plugin@{CONTRACT_VERSION} (and loads 0.2.0 and 0.1.0); rebuild it with a \
          workflow-plugin-sdk for workflow:plugin@{CONTRACT_VERSION}"
     )]
     WrongContract { origin: String, found: String },

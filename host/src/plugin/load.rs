@@ -7,7 +7,7 @@ use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
 use wasmtime::component::{Component, ComponentExportIndex};
 
-use super::bindings::{PluginPre, v0_1};
+use super::bindings::{PluginPre, v0_1, v0_2};
 use super::call;
 use super::error::{CONTRACT_VERSION, OLDER_CONTRACT_VERSIONS, PluginError};
 use super::runtime::{Compiled, Plugin, Runtime, error_line, short_digest};
@@ -19,8 +19,10 @@ const EXPORT_NAME: &str = "workflow:plugin/workflow-type";
 /// The contract version a plugin implements.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Contract {
-    /// `workflow:plugin@0.2.0`, [`CONTRACT_VERSION`].
+    /// `workflow:plugin@0.3.0`, [`CONTRACT_VERSION`].
     Current,
+    /// `workflow:plugin@0.2.0`: steps without `rerun-with`, gates without `needs-approval`.
+    V0_2,
     /// `workflow:plugin@0.1.0`: `evaluate(step, outcome)` without the context, and an outcome
     /// without the per-target report.
     V0_1,
@@ -31,12 +33,13 @@ impl Contract {
     pub fn version(self) -> &'static str {
         match self {
             Contract::Current => CONTRACT_VERSION,
-            Contract::V0_1 => OLDER_CONTRACT_VERSIONS[0],
+            Contract::V0_2 => OLDER_CONTRACT_VERSIONS[0],
+            Contract::V0_1 => OLDER_CONTRACT_VERSIONS[1],
         }
     }
 
     fn of(version: &str) -> Option<Self> {
-        [Contract::Current, Contract::V0_1]
+        [Contract::Current, Contract::V0_2, Contract::V0_1]
             .into_iter()
             .find(|c| c.version() == version)
     }
@@ -146,6 +149,7 @@ impl Runtime {
         // The generated bindings check every export's signature against the contract.
         let signatures = match contract {
             Contract::Current => PluginPre::new(pre.clone()).map(drop),
+            Contract::V0_2 => v0_2::PluginPre::new(pre.clone()).map(drop),
             Contract::V0_1 => v0_1::PluginPre::new(pre.clone()).map(drop),
         };
         signatures.map_err(|e| PluginError::MissingExport {

@@ -14,6 +14,7 @@ use wasmtime_wasi::{
 use workflow_model::text::{Marker, truncate};
 
 use super::bindings::v0_1::workflow::plugin::{host_log as v0_1_host_log, types as v0_1_types};
+use super::bindings::v0_2::workflow::plugin::{host_log as v0_2_host_log, types as v0_2_types};
 use super::bindings::workflow::plugin::{host_log, types as wit_types};
 
 /// Most `host-log` lines kept per call; the rest is counted and dropped.
@@ -157,6 +158,21 @@ impl v0_1_host_log::Host for CallState {
 }
 
 impl v0_1_types::Host for CallState {}
+
+/// A plugin of contract 0.2.0 logs the same way.
+impl v0_2_host_log::Host for CallState {
+    fn log(&mut self, level: v0_2_host_log::Level, message: String) {
+        let level = match level {
+            v0_2_host_log::Level::Debug => host_log::Level::Debug,
+            v0_2_host_log::Level::Info => host_log::Level::Info,
+            v0_2_host_log::Level::Warn => host_log::Level::Warn,
+            v0_2_host_log::Level::Error => host_log::Level::Error,
+        };
+        self.plugin_log(level, message);
+    }
+}
+
+impl v0_2_types::Host for CallState {}
 
 impl CallState {
     fn plugin_log(&mut self, level: host_log::Level, message: String) {

@@ -6,7 +6,7 @@ use crate::graph::{StepGraph, check_dns_label};
 
 use super::bindings::workflow::plugin::types as wit;
 use super::error::PluginError;
-use super::types::{PluginInfo, Step, Verdict};
+use super::types::{Gate, PluginInfo, Step, Verdict};
 use super::wit_edge;
 
 /// Bounds on what a plugin may return.
@@ -111,7 +111,47 @@ pub(crate) fn steps(raw: Vec<wit::Step>, limits: &Limits) -> Result<Vec<Step>, S
             .map(|s| (s.name.as_str(), s.depends_on.iter().map(String::as_str))),
     )
     .map_err(|e| e.to_string())?;
+    for step in &raw {
+        if let Some(unknown) = step
+            .rerun_with
+            .iter()
+            .find(|n| !raw.iter().any(|s| &s.name == *n))
+        {
+            return Err(format!(
+                "step {:?} reruns with {:?}, which is no step of the workflow",
+                step.name,
+                text::truncate(unknown, 64, Marker::Length)
+            ));
+        }
+    }
     Ok(raw.into_iter().map(Step::from).collect())
+}
+
+/// Most approvers one gate may name.
+const MAX_APPROVERS: usize = 64;
+
+/// Checks a gate's answer: an approval request that can be met, within the sizes allowed.
+pub(crate) fn gate(raw: wit::GateDecision, limits: &Limits) -> Result<Gate, String> {
+    if let wit::GateDecision::NeedsApproval(r) = &raw {
+        let mut total = 0;
+        limits.string(&|| "the approval's reason".into(), &r.reason, &mut total)?;
+        if r.approvers.len() > MAX_APPROVERS {
+            return Err(format!(
+                "{} approvers, at most {MAX_APPROVERS} are allowed",
+                r.approvers.len()
+            ));
+        }
+        for a in &r.approvers {
+            limits.string(&|| "an approver".into(), a, &mut total)?;
+            if a.trim().is_empty() || a == "group:" {
+                return Err("an approver is empty".into());
+            }
+        }
+        if r.count == 0 {
+            return Err("an approval request for 0 approvals".into());
+        }
+    }
+    Ok(raw.into())
 }
 
 /// Checks the reason of a verdict.

@@ -2,9 +2,10 @@
 //! the bindings generated from `plugin-sdk/wit/workflow-plugin.wit`.
 
 use super::bindings::v0_1::workflow::plugin::types as v0_1;
+use super::bindings::v0_2::workflow::plugin::types as v0_2;
 use super::bindings::workflow::plugin::types as wit;
 use super::types::{EnvVar, Gate, GroupContext, PluginInfo, Step, StepOutcome, Target, Verdict};
-use workflow_model::{TargetOutcome, TargetReport};
+use workflow_model::{ApprovalRequest, ApprovalTimeout, TargetOutcome, TargetReport};
 
 impl From<&Target> for wit::Target {
     fn from(t: &Target) -> Self {
@@ -45,6 +46,7 @@ impl From<&Step> for wit::Step {
             env: s.env.iter().map(Into::into).collect(),
             timeout_seconds: s.timeout_seconds,
             retries: s.retries,
+            rerun_with: s.rerun_with.clone(),
         }
     }
 }
@@ -60,6 +62,64 @@ impl From<wit::Step> for Step {
             env: s.env.into_iter().map(Into::into).collect(),
             timeout_seconds: s.timeout_seconds,
             retries: s.retries,
+            rerun_with: s.rerun_with,
+        }
+    }
+}
+
+// Plugins of contracts 0.2.0 and 0.1.0 (whose records have the same shape) know steps without
+// `rerun-with` and gates without approvals.
+
+impl From<&Step> for v0_2::Step {
+    fn from(s: &Step) -> Self {
+        Self {
+            name: s.name.clone(),
+            description: s.description.clone(),
+            command: s.command.clone(),
+            depends_on: s.depends_on.clone(),
+            image: s.image.clone(),
+            env: s
+                .env
+                .iter()
+                .map(|e| v0_2::EnvVar {
+                    name: e.name.clone(),
+                    value: e.value.clone(),
+                })
+                .collect(),
+            timeout_seconds: s.timeout_seconds,
+            retries: s.retries,
+        }
+    }
+}
+
+impl From<v0_2::Step> for wit::Step {
+    fn from(s: v0_2::Step) -> Self {
+        Self {
+            name: s.name,
+            description: s.description,
+            command: s.command,
+            depends_on: s.depends_on,
+            image: s.image,
+            env: s
+                .env
+                .into_iter()
+                .map(|e| wit::EnvVar {
+                    name: e.name,
+                    value: e.value,
+                })
+                .collect(),
+            timeout_seconds: s.timeout_seconds,
+            retries: s.retries,
+            rerun_with: Vec::new(),
+        }
+    }
+}
+
+impl From<v0_2::GateDecision> for wit::GateDecision {
+    fn from(decision: v0_2::GateDecision) -> Self {
+        match decision {
+            v0_2::GateDecision::StartNow => Self::StartNow,
+            v0_2::GateDecision::NotBefore(t) => Self::NotBefore(t),
         }
     }
 }
@@ -136,6 +196,16 @@ impl From<wit::GateDecision> for Gate {
         match decision {
             wit::GateDecision::StartNow => Self::StartNow,
             wit::GateDecision::NotBefore(t) => Self::NotBefore(t),
+            wit::GateDecision::NeedsApproval(r) => Self::NeedsApproval(ApprovalRequest {
+                reason: r.reason,
+                approvers: r.approvers,
+                count: r.count,
+                timeout_seconds: r.timeout_seconds,
+                on_timeout: match r.on_timeout {
+                    wit::ApprovalTimeout::Fail => ApprovalTimeout::Fail,
+                    wit::ApprovalTimeout::Start => ApprovalTimeout::Start,
+                },
+            }),
         }
     }
 }
@@ -190,8 +260,18 @@ mod tests {
             .image("i")
             .env("K", "V")
             .timeout_secs(5)
-            .retries(2);
+            .retries(2)
+            .rerun_with(["c"]);
         assert_eq!(Step::from(wit::Step::from(&step)), step);
+        // A plugin of 0.2.0 gets it without `rerun-with`, and its own steps have none.
+        let old = wit::Step::from(v0_2::Step::from(&step));
+        assert_eq!(
+            Step::from(old),
+            Step {
+                rerun_with: Vec::new(),
+                ..step
+            }
+        );
         let outcome = wit::StepOutcome::from(&StepOutcome {
             succeeded: true,
             exit_code: Some(0),

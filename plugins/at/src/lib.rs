@@ -11,6 +11,7 @@
 //! | `timeoutSeconds` | no | the command is stopped (and fails) when it runs longer |
 //! | `onTargets` | no | `true`: run the command on every target over SSH (`workflow-runner`, see [`workflow_plugin_sdk::remote`]) instead of in the step's container |
 //! | `ssh`, `maxFailedTargets`, `minHealthyPercent` | no | with `onTargets`: how to log in, and how many targets may fail |
+//! | `approval` | no | approval before the command runs: `approvers` (users, `group:<name>`), `count`, `timeoutSeconds`, `onTimeout` (`Fail` or `Start`), `reason` ([`ApprovalParams`]) |
 //!
 //! ```yaml
 //! spec:
@@ -25,11 +26,13 @@
 //! # Workflow
 //!
 //! One step, `run`, running `command`. Its gate holds it until the operator's clock reaches
-//! `schedule` ([`Gate::NotBefore`]); a schedule in the past starts it at once. Success logic
+//! `schedule` ([`Gate::NotBefore`]); a schedule in the past starts it at once. With `approval`,
+//! it then waits for the approvals asked for ([`Gate::NeedsApproval`]). Success logic
 //! is the default: exit code 0 is success, anything else fails with the exit code and message;
 //! with `onTargets`, per target within `maxFailedTargets` / `minHealthyPercent`
 //! ([`remote::verdict`]).
 
+use workflow_plugin_sdk::approval::ApprovalParams;
 use workflow_plugin_sdk::prelude::*;
 use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget};
 
@@ -69,6 +72,8 @@ pub struct AtParams {
     #[serde(rename = "minHealthyPercent")]
     #[schemars(rename = "minHealthyPercent", range(max = 100))]
     pub min_healthy_percent: Option<u8>,
+    /// Approval before the command runs, once its schedule has come.
+    pub approval: Option<ApprovalParams>,
 }
 
 impl AtParams {
@@ -156,7 +161,10 @@ impl WorkflowType for At {
     fn gate(_step: &Step, ctx: &Context<AtParams>) -> Gate {
         match ctx.params.schedule_epoch() {
             Ok(at) if ctx.now < at => Gate::NotBefore(at),
-            Ok(_) => Gate::StartNow,
+            Ok(_) => match &ctx.params.approval {
+                Some(approval) => approval.gate(&format!("runs: {}", ctx.params.command)),
+                None => Gate::StartNow,
+            },
             Err(e) => {
                 // `validate` rejects such params before any workflow exists; never run early.
                 log::error(&format!("{e}; holding the step"));
@@ -182,6 +190,7 @@ mod tests {
             ssh: SshParams::default(),
             max_failed_targets: None,
             min_healthy_percent: None,
+            approval: None,
         }
     }
 
@@ -261,6 +270,27 @@ mod tests {
         );
         assert_eq!(At::gate(&step, &ctx(p.clone(), SEED_TIME)), Gate::StartNow);
         assert_eq!(At::gate(&step, &ctx(p, SEED_TIME + 3600)), Gate::StartNow);
+    }
+
+    #[test]
+    fn with_approval_the_gate_asks_for_it_once_the_schedule_has_come() {
+        let step = Step::new("run", "echo QAQ");
+        let mut p = params("2016-01-30T21:04:00Z");
+        p.approval = Some(
+            workflow_plugin_sdk::serde_json::from_value(
+                workflow_plugin_sdk::serde_json::json!({"approvers": ["alice"], "count": 1}),
+            )
+            .unwrap_or_else(|e| panic!("{e}")),
+        );
+        assert_eq!(
+            At::gate(&step, &ctx(p.clone(), SEED_TIME - 1)),
+            Gate::NotBefore(SEED_TIME)
+        );
+        let Gate::NeedsApproval(request) = At::gate(&step, &ctx(p, SEED_TIME)) else {
+            panic!("asks for approval");
+        };
+        assert_eq!(request.approvers, ["alice"]);
+        assert_eq!(request.reason, "runs: echo QAQ");
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! same state again. What to do is decided in [`plan`] (the workflow) and [`step`] (one step);
 //! [`pod`] builds and reads the pods; this module reads, calls the plan and writes.
 
+pub mod approval;
 pub mod plan;
 pub mod pod;
 pub mod refusal;
@@ -61,6 +62,13 @@ pub fn keep_what_is_read(workflow: &mut Workflow) {
     if plan::plan_finished_writes(status) {
         return;
     }
+    if plan::rerun_pending(workflow) {
+        // Its reconcile starts it again from its steps and their status.
+        return;
+    }
+    let Some(status) = workflow.status.as_mut() else {
+        return;
+    };
     // The targets its steps reported not ok: the group's rollout counts them.
     let step_details = std::mem::take(&mut status.step_details)
         .into_iter()
@@ -77,12 +85,14 @@ pub fn keep_what_is_read(workflow: &mut Workflow) {
         .collect();
     *status = WorkflowStatus {
         phase: status.phase,
+        run: status.run,
         conditions: std::mem::take(&mut status.conditions),
         step_details,
         ..WorkflowStatus::default()
     };
     workflow.spec = WorkflowSpec {
         type_: std::mem::take(&mut workflow.spec.type_),
+        rerun: workflow.spec.rerun.take(),
         ..WorkflowSpec::default()
     };
 }
@@ -91,6 +101,14 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     let ns = workflow.namespace().ok_or(Error::MissingNamespace)?;
     let old = workflow.status.clone().unwrap_or_default();
     let workflows: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
+    if let Some(plan) = plan::plan_rerun(workflow, Timestamp::now()) {
+        // Its group runs it again: the status that says so first, the steps from the next
+        // reconcile (which this write triggers).
+        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+            .await?;
+        info!(run = plan.status.run, "workflow runs again");
+        return Ok(Action::await_change());
+    }
     if old.phase.is_some_and(|p| p.is_finished()) {
         // Written only for a workflow that finished before the conditions it adds existed.
         let plan = plan_finished(workflow);
@@ -129,6 +147,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     let now = Timestamp::now();
     let mut observed = Observed {
         attempts: latest_attempts(workflow, &pods, now),
+        approvals: approvals_of(ctx, workflow, &ns),
         ..Observed::default()
     };
     let (mut created, mut stopped) = (BTreeSet::new(), BTreeSet::new());
@@ -257,6 +276,29 @@ fn unseen_pods(old: &WorkflowStatus, pods: &[Pod]) -> Vec<String> {
 /// This Workflow's pods in the cache, found by their deterministic names (attempts 1 to one
 /// past what the status knows, in case the status write after a create was lost), not by
 /// scanning every pod: a reconcile costs the same with 5 pods in the cache or 50,000.
+/// The Approvals of `workflow`'s steps in its current run, by step, from the cache.
+fn approvals_of(
+    ctx: &Context,
+    workflow: &Workflow,
+    ns: &str,
+) -> std::collections::BTreeMap<String, Vec<approval::Given>> {
+    let (name, run) = (workflow.name_any(), plan::run_of(workflow));
+    let mut by_step: std::collections::BTreeMap<String, Vec<approval::Given>> =
+        std::collections::BTreeMap::new();
+    for a in ctx.approvals.state() {
+        if a.namespace().as_deref() == Some(ns) && a.spec.workflow == name && a.spec.run == run {
+            by_step
+                .entry(a.spec.step.clone())
+                .or_default()
+                .push(approval::Given::of(&a));
+        }
+    }
+    for given in by_step.values_mut() {
+        given.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    by_step
+}
+
 fn cached_pods(
     ctx: &Context,
     workflow: &Workflow,

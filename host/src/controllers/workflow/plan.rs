@@ -1,7 +1,7 @@
 //! What the Workflow controller decides, as pure functions of the Workflow, the latest
 //! attempt of each step and its plugin's answers: tested without a cluster.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -10,14 +10,16 @@ use kube::ResourceExt;
 
 use k8s_openapi::api::core::v1::Pod;
 
+use super::approval::{self, Given, Judged};
 use super::pod::{StepDefaults, build_pod, pod_name};
 use super::refusal::PodRefusal;
 use super::step::{
-    Attempt, StepDecision, StepJudge, StepView, apply_move, decide_step, fmt_time, refused_move,
+    Attempt, StepDecision, StepJudge, StepMove, StepView, apply_move, decide_step, fmt_time,
+    refused_move,
 };
 use crate::api::{
-    ANNOTATION_PLUGIN_DIGEST, ConditionStatus, MAX_STEP_LOG, Phase, PluginRef, Step, Workflow,
-    WorkflowStatus,
+    ANNOTATION_PLUGIN_DIGEST, ConditionStatus, MAX_STEP_LOG, Phase, PluginRef, RerunFrom, Step,
+    Workflow, WorkflowStatus,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -152,6 +154,118 @@ pub fn plan_finished(workflow: &Workflow) -> WorkflowPlan {
     }
 }
 
+/// The run of its group `workflow` is in: the one its status records; for a workflow that has
+/// not finished, the one its group asked for when that is later (a Workflow created in a
+/// re-run).
+pub fn run_of(workflow: &Workflow) -> u32 {
+    let status = workflow.status.as_ref();
+    let recorded = status.and_then(|s| s.run).unwrap_or(1);
+    let finished = status.and_then(|s| s.phase).is_some_and(Phase::is_finished);
+    let asked = workflow.spec.rerun.as_ref().map_or(1, |r| r.run);
+    if finished {
+        recorded
+    } else {
+        recorded.max(asked)
+    }
+}
+
+/// Whether `workflow` finished and its group asked it to run again in a later run.
+pub fn rerun_pending(workflow: &Workflow) -> bool {
+    let status = workflow.status.as_ref();
+    let finished = status.and_then(|s| s.phase).is_some_and(Phase::is_finished);
+    let recorded = status.and_then(|s| s.run).unwrap_or(1);
+    finished
+        && workflow
+            .spec
+            .rerun
+            .as_ref()
+            .is_some_and(|r| r.run > recorded)
+}
+
+/// The plan that starts a finished workflow again in its group's run `spec.rerun.run`: the steps
+/// to run again go back to Pending (with nothing of their earlier attempts), the others keep
+/// what they had. Which ones: those that did not complete (`from: Failed`) or all (`All`), the
+/// completed steps named, and the steps their plugin says must follow any of these
+/// (`rerunWith`). `None` when nothing is pending.
+pub fn plan_rerun(workflow: &Workflow, now: Timestamp) -> Option<WorkflowPlan> {
+    if !rerun_pending(workflow) {
+        return None;
+    }
+    let rerun = workflow.spec.rerun.as_ref()?;
+    let old = workflow.status.clone().unwrap_or_default();
+    let steps = &workflow.spec.steps;
+    let by_name: BTreeMap<&str, &Step> = steps.iter().map(|s| (s.name.as_str(), s)).collect();
+    let mut again: BTreeSet<&str> = steps
+        .iter()
+        .filter(|s| {
+            rerun.from == RerunFrom::All
+                || old.step_status.get(&s.name) != Some(&Phase::Completed)
+                || rerun.steps.contains(&s.name)
+        })
+        .map(|s| s.name.as_str())
+        .collect();
+    let mut queue: Vec<&str> = again.iter().copied().collect();
+    while let Some(name) = queue.pop() {
+        for next in by_name.get(name).into_iter().flat_map(|s| &s.rerun_with) {
+            if let Some((known, _)) = by_name.get_key_value(next.as_str())
+                && again.insert(known)
+            {
+                queue.push(known);
+            }
+        }
+    }
+    let mut status = old.clone();
+    status.run = Some(rerun.run);
+    status.observed_generation = workflow.metadata.generation;
+    if again.is_empty() {
+        // Nothing of it runs again: it stays as it ended, in the new run.
+        return Some(WorkflowPlan {
+            status,
+            ..WorkflowPlan::default()
+        });
+    }
+    for name in &again {
+        status.step_status.insert(name.to_string(), Phase::Pending);
+        status.step_details.remove(*name);
+    }
+    let done = status
+        .step_status
+        .values()
+        .filter(|p| **p == Phase::Completed)
+        .count();
+    status.progress = Some(format!("{done}/{}", steps.len()));
+    status.phase = Some(Phase::Running);
+    status.completion_time = None;
+    let kept: Vec<&str> = steps
+        .iter()
+        .map(|s| s.name.as_str())
+        .filter(|n| !again.contains(n))
+        .collect();
+    let mut message = format!(
+        "run {}: running {} again",
+        rerun.run,
+        again.iter().copied().collect::<Vec<_>>().join(", ")
+    );
+    if !kept.is_empty() {
+        message.push_str(&format!("; kept as completed: {}", kept.join(", ")));
+    }
+    set_succeeded(
+        &mut status.conditions,
+        succeeded_condition(
+            ConditionStatus::Unknown,
+            reason::RERUNNING,
+            &message,
+            workflow.metadata.generation,
+            now,
+        ),
+    );
+    Some(WorkflowPlan {
+        status,
+        events: vec![Transition::normal(reason::RERUNNING, message).once()],
+        ..WorkflowPlan::default()
+    })
+}
+
 /// What the Workflow controller observed of a workflow's steps.
 #[derive(Debug, Default)]
 pub struct Observed {
@@ -159,6 +273,8 @@ pub struct Observed {
     pub attempts: BTreeMap<String, Attempt>,
     /// The steps whose pod the API server refused in this reconcile, and why.
     pub refused: BTreeMap<String, PodRefusal>,
+    /// The Approvals of each step in the workflow's current run.
+    pub approvals: BTreeMap<String, Vec<Given>>,
 }
 
 /// Decides what to do with `workflow`, given what is observed of its steps, its plugin and the
@@ -180,6 +296,7 @@ pub fn plan_workflow(
     plan.status.observed_generation = workflow.metadata.generation;
     plan.status.plugin = Some(plugin.clone());
     plan.status.start_time.get_or_insert(Time(now));
+    plan.status.run = Some(run_of(workflow)).filter(|r| *r > 1);
 
     let steps = &workflow.spec.steps;
     let graph = match StepGraph::new(
@@ -291,11 +408,29 @@ fn plan_step(
         .map(|d| decided.get(d).and_then(|d| d.effects.completed_at))
         .collect::<Option<Vec<_>>>()
         .and_then(|seen| seen.into_iter().max());
-    let step_move = refused_move(
-        decide_step(view, judge, ctx),
-        name,
-        observed.refused.get(name),
-    );
+    let mut detail = detail;
+    let step_move = match decide_step(view, judge, ctx) {
+        StepMove::NeedsApproval(request) => {
+            let since = detail
+                .approval
+                .as_ref()
+                .map_or(ctx.now, |a| a.since.0.as_second());
+            let given = observed.approvals.get(name).map_or(&[][..], Vec::as_slice);
+            match approval::judge(name, &request, since, given, ctx.now) {
+                Judged::Start(record) => {
+                    detail.approval = Some(record);
+                    StepMove::Start
+                }
+                Judged::Refused(why) => StepMove::Failed(why),
+                Judged::Waiting(record, message, deadline) => {
+                    detail.approval = Some(record);
+                    StepMove::AwaitingApproval(message, deadline)
+                }
+            }
+        }
+        step_move => step_move,
+    };
+    let step_move = refused_move(step_move, name, observed.refused.get(name));
     // The start the status already records, of the attempt it records.
     let recorded_start = detail.started_at.clone().map(|t| (detail.attempts, t));
     let mut decision = apply_move(
@@ -308,6 +443,13 @@ fn plan_step(
     );
     if stop && let Some(attempt) = &latest {
         decision.effects.stop = Some(attempt.pod.clone());
+    }
+    // A step that started after its approvals keeps saying who approved it.
+    if latest.is_some()
+        && let Some(record) = decision.detail.approval.as_mut()
+    {
+        let given = observed.approvals.get(name).map_or(&[][..], Vec::as_slice);
+        record.approved_by = approval::approved_by(record, given);
     }
     let now = Timestamp::from_second(ctx.now).unwrap_or(Timestamp::UNIX_EPOCH);
     stamp(&mut decision, latest.as_ref(), recorded_start, now);
@@ -398,6 +540,7 @@ fn summarize(
     let state = WorkflowState {
         failure: effects().find_map(|e| e.failure.clone()),
         scheduled: effects().filter_map(|e| e.scheduled).min(),
+        approval: effects().find_map(|e| e.approval.clone()),
         total: steps.len(),
         done: steps
             .iter()
@@ -424,6 +567,8 @@ struct WorkflowState {
     failure: Option<String>,
     /// The earliest time a gate holds a step until.
     scheduled: Option<i64>,
+    /// What the first step that waits for approval says.
+    approval: Option<String>,
     total: usize,
     done: usize,
     /// Whether a step started (now or before).
@@ -442,6 +587,7 @@ fn conclude(
     let WorkflowState {
         failure,
         scheduled,
+        approval,
         total,
         done,
         running,
@@ -483,6 +629,8 @@ fn conclude(
         )
     } else if let Some(why) = &plan.refused {
         (reason::POD_REFUSED, format!("{why}; trying again shortly"))
+    } else if let Some(message) = approval {
+        (reason::WAITING_FOR_APPROVAL, message)
     } else if let (false, Some(t)) = (running, scheduled) {
         (
             reason::WAITING_FOR_SCHEDULE,
@@ -495,6 +643,10 @@ fn conclude(
     // A wait that is retried with backoff is said once, not at every retry.
     if [reason::PLUGIN_UNAVAILABLE, reason::POD_REFUSED].contains(&why) && old_reason != Some(why) {
         plan.events.push(Transition::warning(why, message.clone()));
+    }
+    let old_message = succeeded(&plan.status.conditions).map(|c| c.message.as_str());
+    if why == reason::WAITING_FOR_APPROVAL && old_message != Some(message.as_str()) {
+        plan.events.push(Transition::normal(why, message.clone()));
     }
     plan.status.phase = Some(if running {
         Phase::Running
@@ -625,7 +777,7 @@ mod tests {
     use std::cell::RefCell;
 
     use super::*;
-    use crate::api::{StepDetail, WorkflowSpec};
+    use crate::api::{StepDetail, WorkflowRerun, WorkflowSpec};
     use crate::controllers::status::kstatus_conditions;
     use crate::plugin::{Gate, GroupContext, Verdict};
 
@@ -783,6 +935,7 @@ mod tests {
                 targets: vec![],
                 cluster_name: "c".into(),
                 paused: false,
+                rerun: None,
                 params: None,
                 pod_template: None,
             },
@@ -845,6 +998,7 @@ mod tests {
                 .iter()
                 .map(|(step, message)| (step.to_string(), PodRefusal::new(message)))
                 .collect(),
+            ..Observed::default()
         };
         plan_workflow(
             wf,
@@ -899,6 +1053,133 @@ mod tests {
         ("validate-nodes", &[]),
         ("check-network", &["validate-nodes"]),
     ];
+
+    /// `wf` finished `phase` with its steps as `steps` say, and asked to run again in `run`.
+    fn finished_and_asked(
+        mut wf: Workflow,
+        phase: Phase,
+        steps: &[(&str, Phase)],
+        rerun: WorkflowRerun,
+    ) -> Workflow {
+        wf.status = Some(WorkflowStatus {
+            phase: Some(phase),
+            completion_time: Some(Time(now())),
+            step_status: steps.iter().map(|(n, p)| (n.to_string(), *p)).collect(),
+            step_details: steps
+                .iter()
+                .map(|(n, _)| {
+                    let detail = StepDetail {
+                        attempts: 1,
+                        pod: Some(format!("pod-{n}")),
+                        ..StepDetail::default()
+                    };
+                    (n.to_string(), detail)
+                })
+                .collect(),
+            run: (rerun.run > 2).then_some(rerun.run - 1),
+            ..WorkflowStatus::default()
+        });
+        wf.spec.rerun = Some(rerun);
+        wf
+    }
+
+    #[test]
+    fn a_rerun_keeps_the_completed_steps_and_runs_the_others_again_with_the_steps_named() {
+        let wf = workflow(&[("a", &[]), ("b", &["a"]), ("c", &["b"]), ("d", &["a"])]);
+        let steps = [
+            ("a", Phase::Completed),
+            ("b", Phase::Failed),
+            ("c", Phase::Pending),
+            ("d", Phase::Completed),
+        ];
+        let rerun = WorkflowRerun {
+            run: 2,
+            ..WorkflowRerun::default()
+        };
+        let asked = finished_and_asked(wf.clone(), Phase::Failed, &steps, rerun);
+        assert!(rerun_pending(&asked));
+        let plan = plan_rerun(&asked, now()).expect("it runs again");
+        let status = &plan.status;
+        assert_eq!((status.phase, status.run), (Some(Phase::Running), Some(2)));
+        assert_eq!(status.completion_time, None);
+        let phases: Vec<(&str, Phase)> = status
+            .step_status
+            .iter()
+            .map(|(n, p)| (n.as_str(), *p))
+            .collect();
+        assert_eq!(
+            phases,
+            [
+                ("a", Phase::Completed),
+                ("b", Phase::Pending),
+                ("c", Phase::Pending),
+                ("d", Phase::Completed)
+            ]
+        );
+        assert!(!status.step_details.contains_key("b") && status.step_details.contains_key("a"));
+        assert_eq!(status.progress.as_deref(), Some("2/4"));
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::RERUNNING);
+        assert_eq!(
+            message,
+            "run 2: running b, c again; kept as completed: a, d"
+        );
+        assert_eq!(plan.events.len(), 1);
+        // Started again, it is in run 2: its new pods are named apart from run 1's.
+        let mut started = asked.clone();
+        started.status = Some(plan.status.clone());
+        assert!(!rerun_pending(&started) && plan_rerun(&started, now()).is_none());
+        assert_eq!(run_of(&started), 2);
+        let (first, second) = (pod_name(&wf, "b", 1), pod_name(&started, "b", 1));
+        assert_ne!(first, second);
+        assert!(second.contains("-1-r2-"), "{second}");
+
+        // A completed step named runs again, and so do the steps its plugin says follow it.
+        let mut wf = wf;
+        wf.spec.steps[0].rerun_with = vec!["d".into()];
+        let all_done = steps.map(|(n, _)| (n, Phase::Completed));
+        let rerun = WorkflowRerun {
+            run: 3,
+            from: RerunFrom::Failed,
+            steps: vec!["a".into(), "no-such-step".into()],
+        };
+        let asked = finished_and_asked(wf.clone(), Phase::Completed, &all_done, rerun);
+        let plan = plan_rerun(&asked, now()).expect("it runs again");
+        let again: Vec<&str> = plan
+            .status
+            .step_status
+            .iter()
+            .filter(|(_, p)| **p == Phase::Pending)
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(again, ["a", "d"]);
+        // Nothing named and nothing failed: it stays completed, in the new run.
+        let rerun = WorkflowRerun {
+            run: 3,
+            ..WorkflowRerun::default()
+        };
+        let asked = finished_and_asked(wf.clone(), Phase::Completed, &all_done, rerun);
+        let plan = plan_rerun(&asked, now()).expect("it takes the new run");
+        assert_eq!(
+            (plan.status.phase, plan.status.run),
+            (Some(Phase::Completed), Some(3))
+        );
+        assert!(plan.events.is_empty());
+        // From All: every step.
+        let rerun = WorkflowRerun {
+            run: 3,
+            from: RerunFrom::All,
+            steps: vec![],
+        };
+        let asked = finished_and_asked(wf, Phase::Completed, &all_done, rerun);
+        let plan = plan_rerun(&asked, now()).expect("it runs again");
+        assert!(
+            plan.status
+                .step_status
+                .values()
+                .all(|p| *p == Phase::Pending)
+        );
+    }
 
     #[test]
     fn a_new_workflow_starts_only_the_steps_without_dependencies() {
@@ -1108,6 +1389,72 @@ mod tests {
         };
         let plan = plan_now(&wf, &Attempts::new(), &judge);
         assert_eq!(starts(&plan), [("run".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_step_whose_gate_asks_for_approval_waits_saying_so_then_starts_recording_its_approver() {
+        use super::approval::Given;
+        use crate::api::ApprovalDecision;
+        use workflow_model::{ApprovalRequest, ApprovalTimeout};
+        let wf = workflow(&[("run", &[])]);
+        let judge = Judge {
+            gate: Ok(Gate::NeedsApproval(
+                ApprovalRequest::new("reboots")
+                    .approvers(["alice"])
+                    .timeout_secs(600, ApprovalTimeout::Fail),
+            )),
+            ..Judge::new()
+        };
+        let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert!(plan.create.is_empty());
+        assert_eq!(plan.status.phase, Some(Phase::Pending));
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::WAITING_FOR_APPROVAL);
+        assert!(
+            message.starts_with("step run waits for approval (0 of 1, by alice): reboots"),
+            "{message}"
+        );
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(600)));
+        assert_eq!(plan.events.len(), 1, "said once");
+        let waiting = plan.status.step_details["run"]
+            .approval
+            .clone()
+            .expect("recorded");
+        assert_eq!(waiting.since, Time(now()));
+
+        // Alice approves: it starts, and the status says by whom; the wait began when it did.
+        let mut wf = wf;
+        wf.status = Some(plan.status);
+        let observed = Observed {
+            approvals: [(
+                "run".to_string(),
+                vec![Given {
+                    name: "by-alice".into(),
+                    approver: "alice".into(),
+                    groups: vec![],
+                    decision: ApprovalDecision::Approve,
+                    comment: String::new(),
+                }],
+            )]
+            .into(),
+            ..Observed::default()
+        };
+        let later = Timestamp::from_second(now().as_second() + 30).expect("time");
+        let plan = plan_workflow(
+            &wf,
+            &observed,
+            &judge,
+            &plugin_ref(),
+            &StepDefaults::image("x"),
+            later,
+        );
+        assert_eq!(starts(&plan), [("run".to_string(), 1)]);
+        let record = plan.status.step_details["run"]
+            .approval
+            .clone()
+            .expect("kept");
+        assert_eq!(record.approved_by, ["alice"]);
+        assert_eq!(record.since, Time(now()));
     }
 
     #[test]
@@ -1341,6 +1688,7 @@ mod tests {
         let observed = Observed {
             attempts: attempts(&[("flaky", 1, Some((75, "busy")))]),
             refused: [("flaky".to_string(), PodRefusal::new(FULL_QUOTA))].into(),
+            ..Observed::default()
         };
         let plan = plan_workflow(
             &started,

@@ -22,8 +22,8 @@ use kube::{Resource, ResourceExt};
 
 use super::step::Attempt;
 use crate::api::{
-    LABEL_ATTEMPT, LABEL_GROUP_NAME, LABEL_STEP, LABEL_WORKFLOW_NAME, LABEL_WORKFLOW_TYPE,
-    LABEL_WORKFLOW_UID, Step, Target, Workflow,
+    LABEL_ATTEMPT, LABEL_GROUP_NAME, LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW_NAME,
+    LABEL_WORKFLOW_TYPE, LABEL_WORKFLOW_UID, Step, Target, Workflow,
 };
 use crate::plugin::StepOutcome;
 use crate::render::{bounded_name, short_hash};
@@ -123,7 +123,11 @@ pub fn keep_pod_evidence(pod: &mut Pod) {
 /// characters, so that it also fits in a label value).
 pub fn pod_name(workflow: &Workflow, step: &str, attempt: u32) -> String {
     let uid = workflow.uid().unwrap_or_default();
-    let suffix = format!("{attempt}-{}", short_hash(&[&uid, step]));
+    // From the group's second run on, the run too: `<attempt>-r<run>-<hash>`.
+    let suffix = match super::plan::run_of(workflow) {
+        1 => format!("{attempt}-{}", short_hash(&[&uid, step])),
+        run => format!("{attempt}-r{run}-{}", short_hash(&[&uid, step])),
+    };
     bounded_name(&[&workflow.name_any(), step], &suffix, 63)
 }
 
@@ -142,6 +146,12 @@ pub fn pod_labels(workflow: &Workflow, step: &str, attempt: u32) -> BTreeMap<Str
     labels.insert(LABEL_WORKFLOW_TYPE.into(), workflow.spec.type_.clone());
     labels.insert(LABEL_STEP.into(), step.into());
     labels.insert(LABEL_ATTEMPT.into(), attempt.to_string());
+    match super::plan::run_of(workflow) {
+        1 => {}
+        run => {
+            labels.insert(LABEL_RUN.into(), run.to_string());
+        }
+    }
     labels
 }
 

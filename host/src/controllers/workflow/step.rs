@@ -106,6 +106,11 @@ pub enum StepMove {
     Wait,
     /// Its gate holds it until this time (Unix seconds).
     Scheduled(i64),
+    /// Its gate asks for approval: the plan looks at the Approvals given
+    /// ([`super::approval::judge`]).
+    NeedsApproval(workflow_model::ApprovalRequest),
+    /// It waits for approval: what to tell, and when the wait times out (Unix seconds).
+    AwaitingApproval(String, Option<i64>),
     /// Start attempt 1 now.
     Start,
     /// The latest attempt is still running.
@@ -139,6 +144,7 @@ pub fn decide_step(
         }
         return match judge.gate(view.step, ctx) {
             Ok(Gate::NotBefore(t)) if t > ctx.now => StepMove::Scheduled(t),
+            Ok(Gate::NeedsApproval(request)) => StepMove::NeedsApproval(request),
             Ok(_) => StepMove::Start,
             Err(e) if e.is_transient() => StepMove::Unanswered(e),
             Err(e) => StepMove::Failed(format!("step {name}: plugin gate failed: {e}")),
@@ -180,6 +186,8 @@ pub struct StepEffects {
     pub wake_at: Option<i64>,
     /// The time its gate named, when that holds it.
     pub scheduled: Option<i64>,
+    /// It waits for approval: what the workflow says of it.
+    pub approval: Option<String>,
     /// When this reconcile's observations saw it finish Completed.
     pub completed_at: Option<Timestamp>,
     /// It failed for good: the message names the step and why.
@@ -243,7 +251,16 @@ pub fn apply_move(
         detail.pod = Some(attempt.pod.clone());
     }
     let phase = match step_move {
-        StepMove::Wait => Phase::Pending,
+        // (Resolved by the plan before it comes here.)
+        StepMove::Wait | StepMove::NeedsApproval(_) => Phase::Pending,
+        StepMove::AwaitingApproval(message, deadline) => {
+            if let Some(t) = deadline {
+                effects.wake_at = Some(effects.wake_at.map_or(t, |d| d.min(t)));
+            }
+            detail.message = Some(message.clone());
+            effects.approval = Some(message);
+            Phase::Pending
+        }
         StepMove::Scheduled(t) => {
             effects.scheduled = Some(t);
             effects.wake_at = Some(effects.wake_at.map_or(t, |d| d.min(t)));

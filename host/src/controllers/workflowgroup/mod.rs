@@ -63,16 +63,19 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     };
     let mut plan = plan_group(group, &workflows, &plugins, now);
 
-    // The Workflow to create acts on its targets only with their locks held.
+    // The Workflow to create, or to run again, acts on its targets only with their locks held.
     let mut waiting = false;
-    if let Some(workflow) = &plan.create {
-        let targets = workflow.spec.targets.clone();
-        if let Acquired::Waiting(message) =
+    let claim = match (&plan.create, &plan.rerun) {
+        (Some(workflow), _) => Some(workflow.spec.targets.clone()),
+        (None, Some(patch)) => Some(patch.targets.clone()),
+        (None, None) => None,
+    };
+    if let Some(targets) = claim
+        && let Acquired::Waiting(message) =
             locks::acquire(ctx, group, &targets, current_targets).await?
-        {
-            plan = waiting_for_locks(group, plan, message, now);
-            waiting = true;
-        }
+    {
+        plan = waiting_for_locks(group, plan, message, now);
+        waiting = true;
     }
     if let Some(workflow) = &plan.create {
         match write::create_controlled(&workflows_api, workflow, &uid).await {
@@ -85,6 +88,23 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
             }
             Err(e) => return Err(e),
         }
+    }
+    if let Some(patch) = &plan.rerun {
+        // Every field, so that a merge patch leaves nothing of an earlier run's request.
+        let body = serde_json::json!({"spec": {"rerun": {
+            "run": patch.rerun.run,
+            "from": patch.rerun.from,
+            "steps": patch.rerun.steps,
+        }}});
+        workflows_api
+            .patch(
+                &patch.workflow,
+                &PatchParams::default(),
+                &Patch::Merge(&body),
+            )
+            .await
+            .map_err(Error::Kube)?;
+        info!(workflow = %patch.workflow, run = patch.rerun.run, "asked workflow to run again");
     }
     if plan.pause && !group.spec.paused {
         // Before the status that says so: a crash between the two pauses it again.
@@ -113,6 +133,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     let mut release_later = false;
     if (finished || !plan.keep_locks)
         && plan.create.is_none()
+        && plan.rerun.is_none()
         && !waiting
         && !locks::held_by(ctx, &uid).is_empty()
     {

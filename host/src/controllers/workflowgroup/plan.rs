@@ -9,8 +9,9 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::{
-    BudgetPolicy, ConditionStatus, IntOrString, Phase, RolloutStatus, Target, WaveStatus, Workflow,
-    WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
+    ANNOTATION_RERUN, BudgetPolicy, ConditionStatus, IntOrString, MAX_LISTED_RUNS, Phase,
+    RerunFrom, RerunRequest, RolloutStatus, RunStatus, Target, WaveStatus, Workflow, WorkflowGroup,
+    WorkflowGroupStatus, WorkflowReference, WorkflowRerun,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -24,6 +25,8 @@ use crate::render::RenderError;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedWorkflow {
     pub name: String,
+    /// Its workflow type.
+    pub type_: String,
     /// Its phase, once its controller has written one.
     pub phase: Option<Phase>,
     /// Its `Succeeded` condition's reason.
@@ -32,6 +35,10 @@ pub struct ObservedWorkflow {
     pub message: String,
     /// The targets its steps reported failed or unreachable, each with why.
     pub failed_targets: BTreeMap<String, String>,
+    /// The run of the group its status reflects (1 until a re-run).
+    pub run: u32,
+    /// The run of the group its spec belongs to (1 until the group asks it to re-run).
+    pub asked_run: u32,
 }
 
 impl ObservedWorkflow {
@@ -52,6 +59,9 @@ impl ObservedWorkflow {
             .collect();
         ObservedWorkflow {
             name: workflow.name_any(),
+            type_: workflow.spec.type_.clone(),
+            run: status.and_then(|s| s.run).unwrap_or(1),
+            asked_run: workflow.spec.rerun.as_ref().map_or(1, |r| r.run),
             phase: status.and_then(|s| s.phase),
             reason: condition.map(|c| c.reason.clone()).unwrap_or_default(),
             message: condition.map(|c| c.message.clone()).unwrap_or_default(),
@@ -214,6 +224,123 @@ pub struct GroupPlan {
     pub keep_locks: bool,
     /// Its rollout exceeded its failure budget and pauses: the operator sets `spec.paused`.
     pub pause: bool,
+    /// A Workflow of an earlier run to run again now (its turn came in a re-run).
+    pub rerun: Option<RerunPatch>,
+}
+
+/// A Workflow to run again: its `spec.rerun`, and the targets it acts on (locked first).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RerunPatch {
+    pub workflow: String,
+    pub rerun: WorkflowRerun,
+    pub targets: Vec<Target>,
+}
+
+/// The run the group is in: 1 until it is re-run, then the newest of `status.runs`.
+pub fn current_run(status: &WorkflowGroupStatus) -> u32 {
+    status.runs.last().map_or(1, |r| r.run)
+}
+
+/// The re-run asked for and not acted on yet: `spec.rerun`, else the annotation
+/// `workflow.rxg456.cn/rerun`, whose id `status.runs` does not list.
+pub fn rerun_request(group: &WorkflowGroup, status: &WorkflowGroupStatus) -> Option<RerunRequest> {
+    let acted = |id: &str| status.runs.iter().any(|r| r.id.as_deref() == Some(id));
+    let annotated = group
+        .annotations()
+        .get(ANNOTATION_RERUN)
+        .map(|id| RerunRequest {
+            id: id.trim().to_string(),
+            ..RerunRequest::default()
+        });
+    group
+        .spec
+        .rerun
+        .clone()
+        .into_iter()
+        .chain(annotated)
+        .find(|r| !r.id.is_empty() && !acted(&r.id))
+}
+
+/// What `run` asks of a Workflow of `type_name` from an earlier run that ended `phase`; `None`
+/// when the Workflow stays as it is (it completed, and the run names none of it).
+pub fn workflow_rerun(run: &RunStatus, type_name: &str, phase: Phase) -> Option<WorkflowRerun> {
+    let whole = run.from == Some(RerunFrom::All) || run.types.iter().any(|t| t == type_name);
+    let steps: Vec<String> = run
+        .steps
+        .iter()
+        .filter_map(|s| match s.split_once('/') {
+            Some((t, step)) => (t == type_name).then(|| step.to_string()),
+            None => Some(s.clone()),
+        })
+        .collect();
+    if !whole && steps.is_empty() && phase == Phase::Completed {
+        return None;
+    }
+    Some(WorkflowRerun {
+        run: run.run,
+        from: if whole {
+            RerunFrom::All
+        } else {
+            RerunFrom::Failed
+        },
+        steps,
+    })
+}
+
+/// The plan that starts a re-run of a finished group: a new entry in `status.runs` (the first
+/// run listed too, the first time), the group Running again. Its Workflows are asked to run
+/// again in turn by the plans that follow.
+fn start_rerun(
+    group: &WorkflowGroup,
+    old: &WorkflowGroupStatus,
+    request: RerunRequest,
+    now: Timestamp,
+) -> GroupPlan {
+    let mut plan = Planner::new(group, old, now);
+    let runs = &mut plan.status.runs;
+    if runs.is_empty() {
+        runs.push(RunStatus {
+            run: 1,
+            run_id: uuid::Uuid::new_v4().to_string(),
+            start_time: old.start_time.clone(),
+            completion_time: old.completion_time.clone(),
+            phase: old.phase.unwrap_or(Phase::Failed),
+            message: succeeded(&old.conditions)
+                .map(|c| c.message.clone())
+                .unwrap_or_default(),
+            ..RunStatus::default()
+        });
+    }
+    let run = runs.last().map_or(1, |r| r.run) + 1;
+    let run_id = uuid::Uuid::new_v4().to_string();
+    let mut what = format!("from {}", request.from.as_str());
+    if !request.steps.is_empty() {
+        what.push_str(&format!(", steps {}", request.steps.join(", ")));
+    }
+    if !request.types.is_empty() {
+        what.push_str(&format!(", types {}", request.types.join(", ")));
+    }
+    let message = format!("run {run} ({run_id}): re-run {:?} {what}", request.id);
+    runs.push(RunStatus {
+        run,
+        run_id,
+        id: Some(request.id),
+        from: Some(request.from),
+        steps: request.steps,
+        types: request.types,
+        start_time: Some(Time(now)),
+        completion_time: None,
+        phase: Phase::Running,
+        message: String::new(),
+    });
+    let excess = runs.len().saturating_sub(MAX_LISTED_RUNS);
+    runs.drain(..excess);
+    plan.status.phase = Some(Phase::Running);
+    plan.status.completion_time = None;
+    plan.condition(ConditionStatus::Unknown, reason::RERUNNING, &message);
+    plan.events
+        .push(Transition::normal(reason::RERUNNING, message).once());
+    plan.done()
 }
 
 /// Decides what to do with `group`, given its Workflows (by [`Unit::key`]) and its plugins.
@@ -227,7 +354,10 @@ pub fn plan_group(
 ) -> GroupPlan {
     let old = group.status.clone().unwrap_or_default();
     if old.phase.is_some_and(Phase::is_finished) {
-        // Nothing moves after the end; a group that finished before the conditions GitOps
+        if let Some(request) = rerun_request(group, &old) {
+            return start_rerun(group, &old, request, now);
+        }
+        // Nothing moves after the end (until a re-run); a group that finished before the conditions GitOps
         // tools read existed gets them.
         let mut status = old;
         derive_kstatus_conditions(&mut status.conditions);
@@ -255,25 +385,38 @@ pub fn plan_group(
             .find(|w| w.name == name)
             .map(|w| w.status)
     };
-    let workflows: BTreeMap<&String, (&ObservedWorkflow, Phase)> = workflows
+    // In a re-run, a Workflow of an earlier run is run again when its turn comes (`Some` of
+    // what it runs again), or kept as it was; one asked and not yet started again is Running.
+    let run = old.runs.last().filter(|r| r.run > 1);
+    let workflows: BTreeMap<&String, (&ObservedWorkflow, Phase, Option<WorkflowRerun>)> = workflows
         .iter()
         .map(|(t, w)| {
             let phase = w
                 .phase
                 .or_else(|| recorded(&w.name))
                 .unwrap_or(Phase::Running);
-            (t, (w, phase))
+            let seen = match run {
+                Some(run) if w.asked_run < run.run => match workflow_rerun(run, &w.type_, phase) {
+                    Some(rerun) => (w, Phase::Pending, Some(rerun)),
+                    None => (w, phase, None),
+                },
+                _ if w.run < w.asked_run => (w, Phase::Running, None),
+                _ => (w, phase, None),
+            };
+            (t, seen)
         })
         .collect();
     plan.status.workflows = units
         .iter()
         .filter_map(|u| {
-            workflows.get(&u.key()).map(|(w, phase)| WorkflowReference {
-                name: w.name.clone(),
-                type_: u.type_.clone(),
-                status: *phase,
-                wave: u.wave,
-            })
+            workflows
+                .get(&u.key())
+                .map(|(w, phase, _)| WorkflowReference {
+                    name: w.name.clone(),
+                    type_: u.type_.clone(),
+                    status: *phase,
+                    wave: u.wave,
+                })
         })
         .collect();
     plan.update_progress();
@@ -281,7 +424,7 @@ pub fn plan_group(
     // Before anything starts, every type must be runnable: don't begin what cannot finish.
     // Once started, the next type is checked when its turn comes.
     let started = !workflows.is_empty();
-    let all_done = workflows.values().all(|(_, p)| p.is_finished());
+    let all_done = workflows.values().all(|(_, p, _)| p.is_finished());
     let due: Vec<&String> = if !started {
         types.iter().collect()
     } else if all_done {
@@ -317,11 +460,16 @@ pub fn plan_group(
                 targets,
             };
             match workflows.get(&unit.key()) {
-                Some((w, Phase::Completed)) => {
+                Some((w, _, Some(rerun))) => {
+                    plan.keep_locks = true;
+                    plan.record_wave(wave, Phase::Running, targets, &wave_failed);
+                    return plan.rerun(&unit, w, rerun.clone(), waves.len());
+                }
+                Some((w, Phase::Completed, _)) => {
                     wave_started = true;
                     wave_failed.extend(w.failed_targets.clone());
                 }
-                Some((w, Phase::Failed)) => {
+                Some((w, Phase::Failed, _)) => {
                     let message = format!("workflow {} ({t}) failed: {}", w.name, w.message);
                     if rollout.is_none() {
                         return plan.finish(Phase::Failed, reason::WORKFLOW_FAILED, message);
@@ -336,13 +484,16 @@ pub fn plan_group(
                     }
                     break;
                 }
-                Some((w, phase)) => {
+                Some((w, phase, _)) => {
                     plan.keep_locks = true;
                     plan.record_wave(wave, Phase::Running, targets, &wave_failed);
-                    // Its step's pod is refused for now (a full quota): the group says why.
-                    if w.reason == reason::POD_REFUSED {
+                    // Its step's pod is refused for now (a full quota), or a step waits for
+                    // approval: the group says why.
+                    if [reason::POD_REFUSED, reason::WAITING_FOR_APPROVAL]
+                        .contains(&w.reason.as_str())
+                    {
                         let message = format!("workflow {} ({t}): {}", w.name, w.message);
-                        return plan.wait(reason::POD_REFUSED, message);
+                        return plan.wait(&w.reason, message);
                     }
                     if *phase == Phase::Pending {
                         let message = format!("workflow {} ({t}) is pending", w.name);
@@ -478,11 +629,22 @@ pub fn workflow_refused(
 /// free: the group waits (`WaitingForTargets`), saying for what and who holds it.
 pub fn waiting_for_locks(
     group: &WorkflowGroup,
-    plan: GroupPlan,
+    mut plan: GroupPlan,
     message: String,
     now: Timestamp,
 ) -> GroupPlan {
-    let mut plan = not_created(group, plan, reason::WAITING_FOR_TARGETS, message, now);
+    let mut plan = match plan.rerun.take() {
+        // Not asked to run again yet: listed as waiting, as before.
+        Some(patch) => {
+            for r in plan.status.workflows.iter_mut() {
+                if r.name == patch.workflow {
+                    r.status = Phase::Pending;
+                }
+            }
+            waiting(group, plan, reason::WAITING_FOR_TARGETS, message, now)
+        }
+        None => not_created(group, plan, reason::WAITING_FOR_TARGETS, message, now),
+    };
     plan.keep_locks = false;
     plan
 }
@@ -512,6 +674,17 @@ fn not_created(
     {
         rollout.waves.retain(|w| w.wave != wave);
     }
+    waiting(group, plan, reason, message, now)
+}
+
+/// `plan` turned into one that waits, for `reason`.
+fn waiting(
+    group: &WorkflowGroup,
+    plan: GroupPlan,
+    reason: &str,
+    message: String,
+    now: Timestamp,
+) -> GroupPlan {
     let old = group.status.clone().unwrap_or_default();
     let mut planner = Planner::new(group, &old, now);
     planner.status = plan.status;
@@ -532,6 +705,8 @@ struct Planner<'a> {
     now: Timestamp,
     keep_locks: bool,
     pause: bool,
+    /// The group's run: 1, or the re-run it is in.
+    run: u32,
 }
 
 impl<'a> Planner<'a> {
@@ -556,6 +731,7 @@ impl<'a> Planner<'a> {
             now,
             keep_locks: false,
             pause: false,
+            run: current_run(old),
         }
     }
 
@@ -668,7 +844,8 @@ impl<'a> Planner<'a> {
         });
         let changed = !succeeded(&self.old.conditions)
             .is_some_and(|c| c.reason == reason && c.message == message);
-        if changed && reason == reason::WAITING_FOR_TARGETS {
+        if changed && [reason::WAITING_FOR_TARGETS, reason::WAITING_FOR_APPROVAL].contains(&reason)
+        {
             self.events
                 .push(Transition::normal(reason, message.clone()));
         } else if changed && reason != reason::RUNNING {
@@ -683,6 +860,16 @@ impl<'a> Planner<'a> {
         self.keep_locks = false;
         self.status.phase = Some(phase);
         self.status.completion_time.get_or_insert(Time(self.now));
+        if let Some(run) = self
+            .status
+            .runs
+            .last_mut()
+            .filter(|r| !r.phase.is_finished())
+        {
+            run.phase = phase;
+            run.completion_time = Some(Time(self.now));
+            run.message.clone_from(&message);
+        }
         let (status, event) = if phase == Phase::Completed {
             (
                 ConditionStatus::True,
@@ -744,11 +931,46 @@ impl<'a> Planner<'a> {
         ControlFlow::Continue(self)
     }
 
+    /// Asks the Workflow `w` of `unit`, of an earlier run, to run again in this one.
+    fn rerun(
+        mut self,
+        unit: &Unit<'_>,
+        w: &ObservedWorkflow,
+        rerun: WorkflowRerun,
+        waves: usize,
+    ) -> GroupPlan {
+        if let Some(r) = self.status.workflows.iter_mut().find(|r| r.name == w.name) {
+            r.status = Phase::Running;
+        }
+        self.update_progress();
+        self.status.phase = Some(Phase::Running);
+        self.condition(
+            ConditionStatus::Unknown,
+            reason::RUNNING,
+            &running_message(&w.name, &unit.type_, unit.wave, waves),
+        );
+        let mut plan = self.done();
+        plan.rerun = Some(RerunPatch {
+            workflow: w.name.clone(),
+            rerun,
+            targets: unit.targets.to_vec(),
+        });
+        plan
+    }
+
     /// Templates the Workflow of `unit` and lists it as created.
     fn create(mut self, unit: &Unit<'_>, waves: usize, plugins: &dyn GroupPlugins) -> GroupPlan {
         let type_name = unit.type_.as_str();
+        let run = self.run;
         let workflow = match plugins.render(unit) {
-            Ok(workflow) => workflow,
+            // Created in a re-run: it belongs to that run from the start.
+            Ok(mut workflow) => {
+                workflow.spec.rerun = (run > 1).then(|| WorkflowRerun {
+                    run,
+                    ..WorkflowRerun::default()
+                });
+                workflow
+            }
             Err(RenderError::Plugin(e)) if e.is_transient() => return self.unavailable(e),
             Err(e) => {
                 let message = format!("plugin {type_name} could not template the workflow: {e}");
@@ -892,6 +1114,9 @@ mod tests {
                     t.to_string(),
                     ObservedWorkflow {
                         name: format!("wf-{t}"),
+                        type_: t.split('#').next().unwrap_or_default().to_string(),
+                        run: 1,
+                        asked_run: 1,
                         phase: Some(*p),
                         reason: String::new(),
                         message: "step x failed: boom".into(),
@@ -929,6 +1154,9 @@ mod tests {
                 let key = u.key();
                 let w = ObservedWorkflow {
                     name: format!("wf-{key}"),
+                    type_: u.type_.clone(),
+                    run: 1,
+                    asked_run: 1,
                     phase: Some(Phase::Completed),
                     reason: String::new(),
                     message: String::new(),
@@ -1221,6 +1449,178 @@ mod tests {
         assert!(
             message.contains("wf-setup") && message.contains("boom"),
             "{message}"
+        );
+    }
+
+    /// `observed` with the run each Workflow is in and was asked to be in.
+    fn in_runs(
+        mut workflows: BTreeMap<String, ObservedWorkflow>,
+        runs: &[(&str, u32, u32)],
+    ) -> BTreeMap<String, ObservedWorkflow> {
+        for (t, run, asked) in runs {
+            let w = workflows.get_mut(*t).expect("listed");
+            (w.run, w.asked_run) = (*run, *asked);
+        }
+        workflows
+    }
+
+    fn failed_at_setup() -> WorkflowGroup {
+        let mut group = sample();
+        let failed = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Failed)]);
+        let plan = plan_group(&group, &failed, &all_loaded(), now());
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        group.status = Some(plan.status);
+        group
+    }
+
+    #[test]
+    fn a_new_rerun_id_reruns_a_failed_group_from_its_failed_workflow_once() {
+        let mut group = failed_at_setup();
+        group.spec.rerun = Some(RerunRequest {
+            id: "fix-1".into(),
+            ..RerunRequest::default()
+        });
+        let failed = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Failed)]);
+        let plan = plan_group(&group, &failed, &all_loaded(), now());
+        assert_eq!(plan.status.phase, Some(Phase::Running));
+        assert_eq!(plan.status.completion_time, None);
+        let runs = &plan.status.runs;
+        assert_eq!(runs.len(), 2, "{runs:?}");
+        assert_eq!(
+            (runs[0].run, runs[0].phase, runs[0].id.as_deref()),
+            (1, Phase::Failed, None)
+        );
+        assert_eq!(
+            (
+                runs[1].run,
+                runs[1].phase,
+                runs[1].id.as_deref(),
+                runs[1].from
+            ),
+            (2, Phase::Running, Some("fix-1"), Some(RerunFrom::Failed))
+        );
+        assert!(uuid::Uuid::parse_str(&runs[1].run_id).is_ok());
+        assert_ne!(runs[0].run_id, runs[1].run_id);
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::RERUNNING);
+        assert!(message.starts_with("run 2 ("), "{message}");
+        assert!(plan.create.is_none() && plan.rerun.is_none());
+
+        // Its turn: the completed pre-check is kept, the failed setup is asked to run again.
+        let group = after(&group, &plan);
+        let plan = plan_group(&group, &failed, &all_loaded(), now());
+        assert!(plan.create.is_none());
+        let patch = plan.rerun.clone().expect("setup runs again");
+        assert_eq!(patch.workflow, "wf-setup");
+        assert_eq!(
+            patch.rerun,
+            WorkflowRerun {
+                run: 2,
+                from: RerunFrom::Failed,
+                steps: vec![]
+            }
+        );
+        assert!(plan.keep_locks);
+        assert_eq!(patch.targets, group.spec.targets);
+        // Asked and not yet started again, it is running, not failed.
+        let group = after(&group, &plan);
+        let asked = in_runs(failed.clone(), &[("setup", 1, 2)]);
+        let plan = plan_group(&group, &asked, &all_loaded(), now());
+        assert_eq!(plan.status.phase, Some(Phase::Running));
+        assert!(plan.rerun.is_none() && plan.create.is_none());
+        // It completed in run 2: the next type is created in run 2.
+        let done = in_runs(
+            observed(&[("pre-check", Phase::Completed), ("setup", Phase::Completed)]),
+            &[("setup", 2, 2)],
+        );
+        let plan = plan_group(&group, &done, &all_loaded(), now());
+        let created = plan.create.as_ref().expect("post-check");
+        assert_eq!(created.spec.rerun.as_ref().map(|r| r.run), Some(2));
+        // All completed: run 2 ends Completed, and the same id again does nothing.
+        let group = after(&group, &plan);
+        let all = in_runs(
+            observed(&[
+                ("pre-check", Phase::Completed),
+                ("setup", Phase::Completed),
+                ("post-check", Phase::Completed),
+            ]),
+            &[("setup", 2, 2), ("post-check", 2, 2)],
+        );
+        let plan = plan_group(&group, &all, &all_loaded(), now());
+        assert_eq!(plan.status.phase, Some(Phase::Completed));
+        let last = plan.status.runs.last().expect("run 2");
+        assert_eq!((last.run, last.phase), (2, Phase::Completed));
+        assert!(last.completion_time.is_some());
+        let group = after(&group, &plan);
+        let again = plan_group(&group, &all, &all_loaded(), now());
+        assert_eq!(again.status, group.status.clone().expect("status"));
+        assert!(again.rerun.is_none() && again.create.is_none());
+    }
+
+    #[test]
+    fn the_annotation_reruns_too_and_a_rerun_of_all_or_named_steps_asks_completed_workflows() {
+        let mut group = failed_at_setup();
+        group
+            .metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(ANNOTATION_RERUN.into(), "again".into());
+        let failed = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Failed)]);
+        let plan = plan_group(&group, &failed, &all_loaded(), now());
+        assert_eq!(
+            plan.status.runs.last().and_then(|r| r.id.as_deref()),
+            Some("again")
+        );
+
+        let run = |from, steps: &[&str], types: &[&str]| RunStatus {
+            run: 3,
+            from: Some(from),
+            steps: steps.iter().map(|s| s.to_string()).collect(),
+            types: types.iter().map(|s| s.to_string()).collect(),
+            ..RunStatus::default()
+        };
+        let asked =
+            |r: &RunStatus, t: &str, p: Phase| workflow_rerun(r, t, p).map(|w| (w.from, w.steps));
+        // From Failed: a completed Workflow is kept unless a step or its type is named.
+        assert_eq!(
+            asked(
+                &run(RerunFrom::Failed, &[], &[]),
+                "pre-check",
+                Phase::Completed
+            ),
+            None
+        );
+        assert_eq!(
+            asked(&run(RerunFrom::Failed, &[], &[]), "setup", Phase::Failed),
+            Some((RerunFrom::Failed, vec![]))
+        );
+        assert_eq!(
+            asked(
+                &run(
+                    RerunFrom::Failed,
+                    &["pre-check/validate-nodes", "setup/x"],
+                    &[]
+                ),
+                "pre-check",
+                Phase::Completed
+            ),
+            Some((RerunFrom::Failed, vec!["validate-nodes".to_string()]))
+        );
+        assert_eq!(
+            asked(
+                &run(RerunFrom::Failed, &[], &["pre-check"]),
+                "pre-check",
+                Phase::Completed
+            ),
+            Some((RerunFrom::All, vec![]))
+        );
+        assert_eq!(
+            asked(
+                &run(RerunFrom::All, &[], &[]),
+                "post-check",
+                Phase::Completed
+            ),
+            Some((RerunFrom::All, vec![]))
         );
     }
 

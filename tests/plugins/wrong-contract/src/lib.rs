@@ -1,5 +1,5 @@
 //! Test plugin: a well-behaved `pre-check`-like workflow type built against contract
-//! `workflow:plugin@0.3.0` (a copy of the WIT in `wit/`), so the host must refuse it at load,
+//! `workflow:plugin@0.9.0` (a copy of the WIT in `wit/`), so the host must refuse it at load,
 //! naming both versions.
 
 #![allow(unsafe_code)]
@@ -22,7 +22,7 @@ impl Guest for WrongContract {
         PluginInfo {
             type_name: "wrong-contract".into(),
             version: env!("CARGO_PKG_VERSION").into(),
-            description: "built against workflow:plugin@0.3.0".into(),
+            description: "built against workflow:plugin@0.9.0".into(),
             params_schema: "{}".into(),
         }
     }
