@@ -131,9 +131,11 @@ impl WorkflowType for Setup {
             configure_step = configure_step.env("WORKFLOW_SSH_STDIN_FILE", file.clone());
         }
         Ok(vec![
+            // Packages installed again are configured again, in a re-run too.
             remote::on_targets("install-packages", install, &p.ssh, budget)
                 .description("安装必要软件包")
-                .retries(p.retries.unwrap_or(2)),
+                .retries(p.retries.unwrap_or(2))
+                .rerun_with(["configure-nodes"]),
             configure_step,
         ])
     }
@@ -200,6 +202,7 @@ mod tests {
     #[test]
     fn the_seeds_steps_install_then_configure_on_the_targets() {
         let steps = steps(SetupParams::default());
+        assert_eq!(steps[0].rerun_with, ["configure-nodes"]);
         let names: Vec<_> = steps
             .iter()
             .map(|s| {
