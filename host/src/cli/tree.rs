@@ -41,6 +41,20 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
             rollout.progress, rollout.failed_targets
         );
     }
+    if let Some(run) = status.runs.last() {
+        let _ = writeln!(
+            out,
+            "│ run {} ({}){}: {}, {} run(s) listed",
+            run.run,
+            run.run_id,
+            run.id
+                .as_ref()
+                .map(|id| format!(" for re-run {id:?}"))
+                .unwrap_or_default(),
+            run.phase,
+            status.runs.len()
+        );
+    }
     // In the order the group lists them (the order they ran), then any it does not list.
     let mut ordered: Vec<&Workflow> = status
         .workflows
@@ -83,9 +97,10 @@ fn workflow_branch(out: &mut String, workflow: &Workflow, last: bool, now: Times
         .get(crate::api::LABEL_WAVE)
         .map(|w| format!(" wave {w}"))
         .unwrap_or_default();
+    let run = status.run.map(|r| format!(", run {r}")).unwrap_or_default();
     let _ = writeln!(
         out,
-        "{branch}Workflow {} ({}{wave})  {}  {}",
+        "{branch}Workflow {} ({}{wave}{run})  {}  {}",
         workflow.name_any(),
         workflow.spec.type_,
         status.phase.unwrap_or_default(),
@@ -143,6 +158,14 @@ fn step_branch(
     }
     if let Some(code) = detail.exit_code {
         let _ = write!(line, "  exit {code}");
+    }
+    if let Some(approval) = detail.approval.as_ref().filter(|_| phase != Phase::Pending) {
+        match approval.approved_by.as_slice() {
+            [] => line.push_str("  started without approval (its timeout)"),
+            by => {
+                let _ = write!(line, "  approved by {}", by.join(", "));
+            }
+        }
     }
     if let Some(message) = &detail.message {
         let _ = write!(line, "  {}", one_line(message));
@@ -303,6 +326,40 @@ mod tests {
             "{tree}"
         );
         assert!(tree.ends_with("└── not started: setup\n"), "{tree}");
+    }
+
+    #[test]
+    fn a_rerun_and_an_approval_are_shown() {
+        let (mut group, mut workflows) = objects();
+        group.status.as_mut().unwrap().runs = vec![crate::api::RunStatus {
+            run: 2,
+            run_id: "9b21".into(),
+            id: Some("fix-1".into()),
+            phase: Phase::Running,
+            ..crate::api::RunStatus::default()
+        }];
+        let status = workflows[0].status.as_mut().unwrap();
+        status.run = Some(2);
+        status
+            .step_details
+            .get_mut("validate-nodes")
+            .unwrap()
+            .approval = Some(crate::api::StepApproval {
+            reason: String::new(),
+            approvers: vec!["alice".into()],
+            required: 1,
+            approved_by: vec!["alice".into()],
+            since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+            deadline: None,
+            on_timeout: "Fail".into(),
+        });
+        let tree = group_tree(&group, &workflows, Timestamp::UNIX_EPOCH);
+        assert!(
+            tree.contains("│ run 2 (9b21) for re-run \"fix-1\": Running, 1 run(s) listed"),
+            "{tree}"
+        );
+        assert!(tree.contains("(pre-check, run 2)  Failed"), "{tree}");
+        assert!(tree.contains("exit 0  approved by alice"), "{tree}");
     }
 
     #[test]
