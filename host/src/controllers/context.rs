@@ -50,6 +50,9 @@ pub struct Context {
     pub leases: Store<Lease>,
     /// Every Approval of a step the operator watches.
     pub approvals: Store<Approval>,
+    /// Whether Approvals can be trusted (the approval policy is in force), when last asked.
+    pub approval_trust:
+        std::sync::Mutex<Option<(std::time::Instant, super::workflow::approval::Trust)>>,
     /// Groups waiting for a lock, woken when it is freed.
     pub lock_waiters: Arc<Waiters>,
     /// The statuses written and not yet seen in the caches.

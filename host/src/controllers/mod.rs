@@ -178,6 +178,7 @@ pub async fn run(
         groups: group_store.clone(),
         leases: lease_store.clone(),
         approvals: approval_store,
+        approval_trust: std::sync::Mutex::default(),
         lock_waiters,
         written: write::WrittenStatus::default(),
     });

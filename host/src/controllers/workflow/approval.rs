@@ -2,6 +2,9 @@
 //! (start, wait, fail) given them and the time. Pure: the reconcile hands in the Approvals of
 //! the step in the workflow's current run.
 
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use workflow_model::{ApprovalRequest, ApprovalTimeout};
@@ -18,6 +21,8 @@ pub struct Given {
     pub groups: Vec<String>,
     pub decision: ApprovalDecision,
     pub comment: String,
+    /// When it was created (Unix seconds).
+    pub created: i64,
 }
 
 impl Given {
@@ -29,8 +34,97 @@ impl Given {
             groups: spec.groups.clone(),
             decision: spec.decision,
             comment: spec.comment.clone(),
+            created: approval
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map_or(0, |t| t.0.as_second()),
         }
     }
+}
+
+/// The ValidatingAdmissionPolicy (and its binding) that makes `spec.approver` the user who
+/// created an Approval (`crds/approval-policy.yaml`).
+pub const POLICY: &str = "approvals.workflow.rxg456.cn";
+
+/// The check of the policy that the policy must hold, so that an edited one is not trusted.
+const APPROVER_RULE: &str = "object.spec.approver == request.userInfo.username";
+
+/// Since when (Unix seconds) Approvals can be trusted: the policy and its binding, as they
+/// are, were in force from then on. Otherwise why not.
+pub type Trust = Result<i64, String>;
+
+/// Whether `policy` and `binding` make approvers trustworthy, and since when.
+pub fn trust_of(
+    policy: Option<&ValidatingAdmissionPolicy>,
+    binding: Option<&ValidatingAdmissionPolicyBinding>,
+) -> Trust {
+    let install = "(kubectl apply -k crds/)";
+    let policy = policy.ok_or_else(|| {
+        format!("the ValidatingAdmissionPolicy {POLICY}, which records who approves, is not installed {install}")
+    })?;
+    let spec = policy.spec.clone().unwrap_or_default();
+    let checks = spec
+        .validations
+        .iter()
+        .flatten()
+        .any(|v| v.expression == APPROVER_RULE);
+    if !checks || spec.failure_policy.as_deref().unwrap_or("Fail") != "Fail" {
+        return Err(format!(
+            "the ValidatingAdmissionPolicy {POLICY} no longer checks that spec.approver is the user who creates an Approval, with failurePolicy Fail {install}"
+        ));
+    }
+    let binding = binding.ok_or_else(|| {
+        format!("the ValidatingAdmissionPolicyBinding {POLICY} is not installed {install}")
+    })?;
+    let bound = binding.spec.as_ref().is_some_and(|b| {
+        b.policy_name.as_deref() == Some(POLICY)
+            && b.validation_actions.iter().flatten().any(|a| a == "Deny")
+            && b.match_resources.is_none()
+    });
+    if !bound {
+        return Err(format!(
+            "the ValidatingAdmissionPolicyBinding {POLICY} does not deny what {POLICY} refuses everywhere {install}"
+        ));
+    }
+    let created = |t: Option<&Time>| t.map_or(i64::MAX, |t| t.0.as_second());
+    Ok(created(policy.metadata.creation_timestamp.as_ref())
+        .max(created(binding.metadata.creation_timestamp.as_ref())))
+}
+
+/// The Approvals of a step that count under `trust`, and what to say of the others: one made
+/// while the policy was not in force could name anyone as its approver.
+pub fn trusted(given: Vec<Given>, trust: &Trust) -> (Vec<Given>, Option<String>) {
+    match trust {
+        Err(why) if given.is_empty() => {
+            (given, Some(format!("approvals cannot be counted: {why}")))
+        }
+        Err(why) => (
+            Vec::new(),
+            Some(format!(
+                "approvals cannot be counted: {why}; not counted: {}",
+                names(given.iter())
+            )),
+        ),
+        Ok(since) => {
+            let (counted, before): (Vec<Given>, Vec<Given>) =
+                given.into_iter().partition(|g| g.created >= *since);
+            let note = (!before.is_empty()).then(|| {
+                format!(
+                    "not counted, created before the admission policy {POLICY} was in force: {}",
+                    names(before.iter())
+                )
+            });
+            (counted, note)
+        }
+    }
+}
+
+fn names<'a>(given: impl Iterator<Item = &'a Given>) -> String {
+    given
+        .map(|g| format!("{} ({})", g.approver, g.name))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// What the approvals decide for a step that asks for them.
@@ -170,7 +264,65 @@ mod tests {
             groups: groups.iter().map(|g| g.to_string()).collect(),
             decision,
             comment: "looked at it".into(),
+            created: NOW,
         }
+    }
+
+    fn policy_objects() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
+        let docs: Vec<serde_json::Value> = include_str!("../../../../crds/approval-policy.yaml")
+            .split("\n---\n")
+            .map(|d| serde_saphyr::from_str(d).expect("YAML"))
+            .collect();
+        let mut policy: ValidatingAdmissionPolicy =
+            serde_json::from_value(docs[0].clone()).expect("the policy");
+        let mut binding: ValidatingAdmissionPolicyBinding =
+            serde_json::from_value(docs[1].clone()).expect("its binding");
+        policy.metadata.creation_timestamp = Timestamp::from_second(NOW - 100).ok().map(Time);
+        binding.metadata.creation_timestamp = Timestamp::from_second(NOW - 50).ok().map(Time);
+        (policy, binding)
+    }
+
+    #[test]
+    fn approvals_count_only_while_the_installed_policy_records_approvers() {
+        let (policy, binding) = policy_objects();
+        assert_eq!(trust_of(Some(&policy), Some(&binding)), Ok(NOW - 50));
+        let Err(why) = trust_of(None, Some(&binding)) else {
+            panic!("no policy, no trust");
+        };
+        assert!(
+            why.contains("is not installed (kubectl apply -k crds/)"),
+            "{why}"
+        );
+        assert!(trust_of(Some(&policy), None).is_err());
+        let mut edited = policy.clone();
+        if let Some(v) = edited.spec.as_mut().and_then(|s| s.validations.as_mut()) {
+            v[0].expression = "true".into();
+        }
+        assert!(trust_of(Some(&edited), Some(&binding)).is_err());
+        let mut warn_only = binding.clone();
+        if let Some(b) = warn_only.spec.as_mut() {
+            b.validation_actions = Some(vec!["Warn".into()]);
+        }
+        assert!(trust_of(Some(&policy), Some(&warn_only)).is_err());
+
+        // Made before the binding existed: not counted, and said so.
+        let mut early = given("alice", &[], ApprovalDecision::Approve);
+        early.created = NOW - 60;
+        let late = given("bob", &[], ApprovalDecision::Approve);
+        let (counted, note) = trusted(vec![early.clone(), late.clone()], &Ok(NOW - 50));
+        assert_eq!(counted, [late.clone()]);
+        assert_eq!(
+            note.as_deref(),
+            Some(
+                "not counted, created before the admission policy approvals.workflow.rxg456.cn was in force: alice (a-alice)"
+            )
+        );
+        let (counted, note) = trusted(vec![late], &Err("gone".into()));
+        assert!(counted.is_empty());
+        assert_eq!(
+            note.as_deref(),
+            Some("approvals cannot be counted: gone; not counted: bob (a-bob)")
+        );
     }
 
     const NOW: i64 = 1_700_000_000;

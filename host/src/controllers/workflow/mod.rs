@@ -147,9 +147,19 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     let now = Timestamp::now();
     let mut observed = Observed {
         attempts: latest_attempts(workflow, &pods, now),
-        approvals: approvals_of(ctx, workflow, &ns),
         ..Observed::default()
     };
+    let approvals = approvals_of(ctx, workflow, &ns);
+    if !approvals.is_empty() {
+        let trust = approval_trust(ctx).await;
+        for (step, given) in approvals {
+            let (counted, note) = approval::trusted(given, &trust);
+            if let Some(note) = note {
+                observed.approval_notes.insert(step.clone(), note);
+            }
+            observed.approvals.insert(step, counted);
+        }
+    }
     let (mut created, mut stopped) = (BTreeSet::new(), BTreeSet::new());
     // The targets' ConfigMap goes with the first pod: one that exists was made with it.
     let mut targets_written = !pods.is_empty();
@@ -276,6 +286,43 @@ fn unseen_pods(old: &WorkflowStatus, pods: &[Pod]) -> Vec<String> {
 /// This Workflow's pods in the cache, found by their deterministic names (attempts 1 to one
 /// past what the status knows, in case the status write after a create was lost), not by
 /// scanning every pod: a reconcile costs the same with 5 pods in the cache or 50,000.
+/// How long what the API server said of the approval policy is believed.
+const APPROVAL_TRUST_TTL: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Whether Approvals can be trusted now, and since when: the approval policy as the API server
+/// has it, asked again after [`APPROVAL_TRUST_TTL`].
+async fn approval_trust(ctx: &Context) -> approval::Trust {
+    use k8s_openapi::api::admissionregistration::v1::{
+        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+    };
+    let cached = ctx
+        .approval_trust
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    if let Some((at, trust)) = cached.filter(|(at, _)| at.elapsed() < APPROVAL_TRUST_TTL) {
+        let _ = at;
+        return trust;
+    }
+    let policies: Api<ValidatingAdmissionPolicy> = Api::all(ctx.client.clone());
+    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(ctx.client.clone());
+    let trust = match (
+        policies.get_opt(approval::POLICY).await,
+        bindings.get_opt(approval::POLICY).await,
+    ) {
+        (Ok(policy), Ok(binding)) => approval::trust_of(policy.as_ref(), binding.as_ref()),
+        (Err(e), _) | (_, Err(e)) => Err(format!(
+            "cannot read the admission policy {}: {e}",
+            approval::POLICY
+        )),
+    };
+    *ctx.approval_trust
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner) =
+        Some((std::time::Instant::now(), trust.clone()));
+    trust
+}
+
 /// The Approvals of `workflow`'s steps in its current run, by step, from the cache.
 fn approvals_of(
     ctx: &Context,

@@ -273,8 +273,10 @@ pub struct Observed {
     pub attempts: BTreeMap<String, Attempt>,
     /// The steps whose pod the API server refused in this reconcile, and why.
     pub refused: BTreeMap<String, PodRefusal>,
-    /// The Approvals of each step in the workflow's current run.
+    /// The Approvals of each step in the workflow's current run that can be trusted.
     pub approvals: BTreeMap<String, Vec<Given>>,
+    /// What to say of Approvals that could not be trusted, by step.
+    pub approval_notes: BTreeMap<String, String>,
 }
 
 /// Decides what to do with `workflow`, given what is observed of its steps, its plugin and the
@@ -422,8 +424,12 @@ fn plan_step(
                     StepMove::Start
                 }
                 Judged::Refused(why) => StepMove::Failed(why),
-                Judged::Waiting(record, message, deadline) => {
+                Judged::Waiting(record, mut message, deadline) => {
                     detail.approval = Some(record);
+                    if let Some(note) = observed.approval_notes.get(name) {
+                        message.push_str("; ");
+                        message.push_str(note);
+                    }
                     StepMove::AwaitingApproval(message, deadline)
                 }
             }
@@ -1434,6 +1440,7 @@ mod tests {
                     groups: vec![],
                     decision: ApprovalDecision::Approve,
                     comment: String::new(),
+                    created: now().as_second(),
                 }],
             )]
             .into(),
