@@ -109,9 +109,9 @@ impl Registration {
         ]);
         let encoded = text(&configuration, "/webhooks/0/clientConfig/caBundle");
         let pem = base64_decode(encoded);
-        pem.split_inclusive("-----END CERTIFICATE-----\n")
+        pem.split_inclusive("-----END CERTIFICATE-----")
             .filter(|c| c.contains("BEGIN CERTIFICATE"))
-            .map(str::to_string)
+            .map(|c| c.trim().to_string())
             .collect()
     }
 }

@@ -250,7 +250,10 @@ pub fn pem_certs(pem: &[u8]) -> Vec<Vec<u8>> {
 
 fn pem_encode(ders: &[Vec<u8>]) -> String {
     ders.iter()
-        .map(|der| pem::encode(&pem::Pem::new("CERTIFICATE", der.clone())))
+        .map(|der| {
+            let config = pem::EncodeConfig::new().set_line_ending(pem::LineEnding::LF);
+            pem::encode_config(&pem::Pem::new("CERTIFICATE", der.clone()), config)
+        })
         .collect()
 }
 

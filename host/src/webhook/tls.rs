@@ -114,3 +114,70 @@ fn load_if_new(serving: &ServingCert, cert: &[u8], key: &[u8]) -> Result<(), Str
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+    use std::time::Duration;
+
+    use super::*;
+    use crate::webhook::certs::{Lifetimes, Renewal, plan_renewal, renew, serving_names};
+
+    fn renewed(data: &BTreeMap<String, Vec<u8>>, renewal: &Renewal) -> BTreeMap<String, Vec<u8>> {
+        let names = serving_names("svc", "ns");
+        let lifetimes = Lifetimes {
+            ca: Duration::from_secs(3600),
+            serving: Duration::from_secs(600),
+        };
+        renew(data, renewal, &names, lifetimes, time::OffsetDateTime::now_utc())
+            .expect("certificates")
+    }
+
+    #[test]
+    fn a_renewed_certificate_is_served_from_the_next_handshake_on() {
+        let serving = ServingCert::new(crate::webhook::crypto_provider());
+        assert_eq!(serving.serial(), None);
+        let first = renewed(
+            &BTreeMap::new(),
+            &plan_renewal(&Default::default(), &[], false, 0),
+        );
+        let serial = serving
+            .load(&first[TLS_CRT], &first[TLS_KEY])
+            .expect("the first certificate loads");
+        assert_eq!(serving.serial(), Some(serial.clone()));
+        let second = renewed(
+            &first,
+            &Renewal {
+                new_serving: true,
+                ..Renewal::default()
+            },
+        );
+        let renewed_serial = serving
+            .load(&second[TLS_CRT], &second[TLS_KEY])
+            .expect("the renewed certificate loads");
+        assert_ne!(renewed_serial, serial);
+        assert_eq!(serving.serial(), Some(renewed_serial));
+    }
+
+    #[test]
+    fn a_key_that_does_not_match_keeps_the_certificate_served() {
+        let serving = ServingCert::new(crate::webhook::crypto_provider());
+        let first = renewed(
+            &BTreeMap::new(),
+            &plan_renewal(&Default::default(), &[], false, 0),
+        );
+        let serial = serving
+            .load(&first[TLS_CRT], &first[TLS_KEY])
+            .expect("loads");
+        let other = renewed(
+            &first,
+            &Renewal {
+                new_serving: true,
+                ..Renewal::default()
+            },
+        );
+        let refused = serving.load(&other[TLS_CRT], &first[TLS_KEY]);
+        assert!(refused.is_err(), "{refused:?}");
+        assert_eq!(serving.serial(), Some(serial));
+    }
+}
