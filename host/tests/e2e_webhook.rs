@@ -217,7 +217,13 @@ impl Webhook {
     /// The serial number of the certificate the webhook serves now, from a TLS handshake.
     fn served_serial(&self) -> String {
         let handshake = Command::new("openssl")
-            .args(["s_client", "-connect", &self.addr, "-servername", "localhost"])
+            .args([
+                "s_client",
+                "-connect",
+                &self.addr,
+                "-servername",
+                "localhost",
+            ])
             .stdin(std::process::Stdio::null())
             .output()
             .expect("run openssl s_client");
@@ -227,11 +233,8 @@ impl Webhook {
             .stdout(std::process::Stdio::piped())
             .spawn()
             .expect("run openssl x509");
-        std::io::Write::write_all(
-            &mut x509.stdin.take().expect("stdin"),
-            &handshake.stdout,
-        )
-        .expect("write the handshake");
+        std::io::Write::write_all(&mut x509.stdin.take().expect("stdin"), &handshake.stdout)
+            .expect("write the handshake");
         let out = x509.wait_with_output().expect("openssl x509 output");
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
@@ -261,10 +264,16 @@ fn a_group_whose_params_its_plugin_refuses_is_refused_by_kubectl_apply_with_the_
     for dry_run in [true, false] {
         let out = webhook.apply(&refused_group("refused"), dry_run);
         let said = stderr(&out);
-        assert!(!out.status.success(), "applied (dry run {dry_run}): {}", stdout(&out));
+        assert!(
+            !out.status.success(),
+            "applied (dry run {dry_run}): {}",
+            stdout(&out)
+        );
         assert!(
             said.contains("denied the request")
-                && said.contains("spec.params.pre-check: invalid parameters for workflow type pre-check")
+                && said.contains(
+                    "spec.params.pre-check: invalid parameters for workflow type pre-check"
+                )
                 && said.contains(PRE_CHECK_REFUSAL),
             "dry run {dry_run}: {said}"
         );
@@ -286,7 +295,10 @@ fn a_group_whose_params_its_plugin_refuses_is_refused_by_kubectl_apply_with_the_
     let out = webhook.apply(&good.replace("[\"ls\"]", "[\"rm -rf\"]"), false);
     assert!(stderr(&out).contains(PRE_CHECK_REFUSAL), "{}", stderr(&out));
     let stored = get(ns, "workflowgroup/good");
-    assert_eq!(stored["spec"]["params"]["pre-check"]["requiredCommands"], json!(["ls"]));
+    assert_eq!(
+        stored["spec"]["params"]["pre-check"]["requiredCommands"],
+        json!(["ls"])
+    );
 
     // A template whose steps form a cycle is refused, naming it.
     let cycle = group_yaml(

@@ -284,7 +284,11 @@ mod tests {
         group.spec.workflow_steps.push("pre-check".into());
         assert_eq!(
             types_to_review(&group, None),
-            Ok(vec!["pre-check".into(), "setup".into(), "post-check".into()])
+            Ok(vec![
+                "pre-check".into(),
+                "setup".into(),
+                "post-check".into()
+            ])
         );
     }
 
@@ -307,9 +311,10 @@ mod tests {
     #[test]
     fn a_group_being_deleted_is_let_through_unasked() {
         let mut group = sample();
-        group.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
-        ));
+        group.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            ));
         assert_eq!(types_to_review(&group, None), Err(Verdict::allowed()));
     }
 }

@@ -10,8 +10,8 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use rcgen::{
-    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose,
-    IsCa, Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
+    BasicConstraints, CertificateParams, DistinguishedName, DnType, ExtendedKeyUsagePurpose, IsCa,
+    Issuer, KeyPair, KeyUsagePurpose, SanType, SerialNumber,
 };
 use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
@@ -173,11 +173,11 @@ pub fn renew(
         data.insert(CA_KEY.into(), key.serialize_pem().into_bytes());
         bundle.insert(0, cert.der().to_vec());
     }
-    bundle.retain(|der| {
-        info(der).is_ok_and(|c| !renewal.drop_from_bundle.contains(&c.serial))
-    });
+    bundle.retain(|der| info(der).is_ok_and(|c| !renewal.drop_from_bundle.contains(&c.serial)));
     // A bundle written by hand (or lost) still starts with the current CA.
-    if let Some(ca) = data.get(CA_CRT).and_then(|pem| pem_certs(pem).into_iter().next())
+    if let Some(ca) = data
+        .get(CA_CRT)
+        .and_then(|pem| pem_certs(pem).into_iter().next())
         && !bundle.contains(&ca)
     {
         bundle.insert(0, ca);
@@ -186,9 +186,17 @@ pub fn renew(
     if renewal.new_serving {
         let ca_pem = text_of(&data, CA_CRT)?;
         let ca_key = KeyPair::from_pem(&text_of(&data, CA_KEY)?)?;
-        let ca_not_after = info(&pem_certs(ca_pem.as_bytes()).into_iter().next().unwrap_or_default())
-            .map(|c| c.not_after)
-            .map_err(|reason| CertError::Unreadable { key: CA_CRT, reason })?;
+        let ca_not_after = info(
+            &pem_certs(ca_pem.as_bytes())
+                .into_iter()
+                .next()
+                .unwrap_or_default(),
+        )
+        .map(|c| c.not_after)
+        .map_err(|reason| CertError::Unreadable {
+            key: CA_CRT,
+            reason,
+        })?;
         let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key)?;
         let key = KeyPair::generate()?;
         let params = serving_params(names, lifetimes.serving, now, ca_not_after, &key)?;
@@ -448,8 +456,7 @@ mod tests {
     }
 
     #[test]
-    fn a_due_ca_is_renewed_first_and_the_serving_certificate_waits_until_the_new_ca_is_published()
-    {
+    fn a_due_ca_is_renewed_first_and_the_serving_certificate_waits_until_the_new_ca_is_published() {
         let mut stored = healthy();
         let old = cert("ca1", NOW - 250 * DAY, NOW + 115 * DAY);
         stored.ca = Some(old.clone());
@@ -532,7 +539,10 @@ mod tests {
         assert!(plan.new_serving && !plan.new_ca, "{plan:?}");
         let second = renew(&first, &plan, &names(), lifetimes, at(now, 130)).expect("renewed");
         let stored = read(&second);
-        assert_ne!(stored.serving.as_ref().map(|s| &s.serial), Some(&serving.serial));
+        assert_ne!(
+            stored.serving.as_ref().map(|s| &s.serial),
+            Some(&serving.serial)
+        );
         assert_eq!(stored.ca.as_ref(), Some(&ca));
         assert!(stored.serving_signed_by_ca);
 
@@ -565,7 +575,10 @@ mod tests {
     fn unreadable_entries_count_as_missing() {
         let data = BTreeMap::from([
             (TLS_CRT.to_string(), b"garbage".to_vec()),
-            (CA_CRT.to_string(), b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_vec()),
+            (
+                CA_CRT.to_string(),
+                b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n".to_vec(),
+            ),
         ]);
         assert_eq!(read(&data), Stored::default());
     }

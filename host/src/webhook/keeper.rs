@@ -81,7 +81,10 @@ async fn round(client: &Client, config: &KeeperConfig) -> Result<(), KeeperError
         .collect();
     let configuration = match &config.webhook_configuration {
         Some(name) => configurations.get_opt(name).await.map_err(|source| {
-            api_error(format!("reading ValidatingWebhookConfiguration {name}"), source)
+            api_error(
+                format!("reading ValidatingWebhookConfiguration {name}"),
+                source,
+            )
         })?,
         None => None,
     };

@@ -56,7 +56,9 @@ impl WebhookMetrics {
 
     /// Records one admission that ended as `result` after `elapsed`.
     pub fn observe(&self, result: &'static str, elapsed: Duration) {
-        self.admissions.get_or_create(&ResultLabels { result }).inc();
+        self.admissions
+            .get_or_create(&ResultLabels { result })
+            .inc();
         self.duration.observe(elapsed.as_secs_f64());
     }
 }

@@ -100,13 +100,13 @@ async fn ask(
     now: i64,
     deadline: tokio::time::Instant,
 ) -> TypeAnswer {
-    let call = tokio::task::spawn_blocking(move || {
-        render_workflow(&group, &plugin, now).map(drop)
-    });
+    let call = tokio::task::spawn_blocking(move || render_workflow(&group, &plugin, now).map(drop));
     match tokio::time::timeout_at(deadline, call).await {
         Ok(Ok(rendered)) => TypeAnswer::of_render(type_name, rendered),
         Ok(Err(join)) => TypeAnswer::Unanswered(format!("the plugin call failed: {join}")),
-        Err(_) => TypeAnswer::Unanswered("the plugin did not answer within the admission budget".into()),
+        Err(_) => {
+            TypeAnswer::Unanswered("the plugin did not answer within the admission budget".into())
+        }
     }
 }
 
@@ -117,7 +117,9 @@ fn jiff_now() -> i64 {
 fn decode(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, String> {
     let review: AdmissionReview<DynamicObject> =
         serde_json::from_slice(body).map_err(|e| e.to_string())?;
-    review.try_into().map_err(|e: kube::core::admission::ConvertAdmissionReviewError| e.to_string())
+    review
+        .try_into()
+        .map_err(|e: kube::core::admission::ConvertAdmissionReviewError| e.to_string())
 }
 
 fn group_of(object: &DynamicObject) -> Result<WorkflowGroup, serde_json::Error> {

@@ -94,16 +94,15 @@ impl Webhook {
             let acceptor = self.acceptor.clone();
             let reviewer = self.reviewer.clone();
             tokio::spawn(async move {
-                let tls = match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream))
-                    .await
-                {
-                    Ok(Ok(tls)) => tls,
-                    Ok(Err(error)) => {
-                        debug!(%peer, %error, "webhook TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => return,
-                };
+                let tls =
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => tls,
+                        Ok(Err(error)) => {
+                            debug!(%peer, %error, "webhook TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => return,
+                    };
                 let service = service_fn(move |request: Request<Incoming>| {
                     let reviewer = reviewer.clone();
                     async move { Ok::<_, Infallible>(respond(request, &reviewer).await) }

@@ -129,8 +129,14 @@ mod tests {
             ca: Duration::from_secs(3600),
             serving: Duration::from_secs(600),
         };
-        renew(data, renewal, &names, lifetimes, time::OffsetDateTime::now_utc())
-            .expect("certificates")
+        renew(
+            data,
+            renewal,
+            &names,
+            lifetimes,
+            time::OffsetDateTime::now_utc(),
+        )
+        .expect("certificates")
     }
 
     #[test]
