@@ -39,7 +39,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the operator against the current kubeconfig (or in-cluster config).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions as YAML.
     Crdgen,
     /// Tools for plugin authors: inspect, render and evaluate a plugin without a cluster.
@@ -205,7 +205,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crdgen => print_crds().map(|()| 0),
         Command::Plugin { command } => workflow_operator::cli::plugin::run(command),
-        Command::Run(args) => run(args).map(|()| 0),
+        Command::Run(args) => run(*args).map(|()| 0),
         Command::Get {
             kind,
             name,
