@@ -10,7 +10,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload
+.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -83,6 +83,9 @@ bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, th
 
 bench-reload: plugins ## A plugin ConfigMap changed 10 times on the local cluster: time until each version is served
 	./scripts/bench-reload.sh
+
+bench-webhook: plugins ## The admission webhook's latency per review, p50/p99 (COUNT reviews per case, PROFILE release|debug)
+	./scripts/bench-webhook.sh
 
 bench: plugins ## Plugin call benchmarks (criterion)
 	$(CARGO) bench -p workflow-operator --features bench --bench plugin_calls

@@ -67,6 +67,12 @@ base="$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2
     echo "    - op: add"
     echo "      path: /spec/template/spec/containers/0/env/-"
     echo "      value: {name: WORKFLOW_NAMESPACE, value: \"$WATCH_NAMESPACE\"}"
+    # The admission webhook reviews the groups of that namespace only.
+    echo "- target: {kind: ValidatingWebhookConfiguration, name: workflow-operator}"
+    echo "  patch: |-"
+    echo "    - op: replace"
+    echo "      path: /webhooks/0/namespaceSelector"
+    echo "      value: {matchLabels: {kubernetes.io/metadata.name: \"$WATCH_NAMESPACE\"}}"
   fi
   if [ -n "$real_node" ]; then
     echo "- target: {kind: Deployment, name: workflow-operator}"

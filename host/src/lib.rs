@@ -10,6 +10,7 @@
 //! - [`http`]: health, readiness, metrics and the loaded plugins.
 //! - [`plugin_configmaps`]: plugins from labelled ConfigMaps, read through the API.
 //! - [`leader`]: leader election on a Lease, so that replicas wait as standbys.
+//! - [`webhook`]: the validating admission webhook: plugins refuse bad groups at apply time.
 
 pub mod api;
 pub mod cli;
@@ -19,5 +20,6 @@ pub mod leader;
 pub mod plugin;
 pub mod plugin_configmaps;
 pub mod render;
+pub mod webhook;
 
 pub use workflow_model::graph;

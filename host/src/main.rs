@@ -23,6 +23,7 @@ use workflow_operator::http::{self, Readiness};
 use workflow_operator::leader::{self, LeaseConfig};
 use workflow_operator::plugin::{PluginMetrics, PluginRegistry, Runtime, RuntimeConfig};
 use workflow_operator::plugin_configmaps::{self, ConfigMapSource, PLUGIN_LABEL};
+use workflow_operator::webhook::{self, WebhookMetrics};
 
 #[derive(Parser)]
 #[command(
@@ -38,7 +39,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Run the operator against the current kubeconfig (or in-cluster config).
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the CustomResourceDefinitions as YAML.
     Crdgen,
     /// Tools for plugin authors: inspect, render and evaluate a plugin without a cluster.
@@ -159,6 +160,55 @@ struct RunArgs {
     /// Log format: `text` for people, `json` (one object per line) for log pipelines.
     #[arg(long, env = "WORKFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
+    #[command(flatten)]
+    webhook: WebhookArgs,
+}
+
+/// The validating admission webhook (see the README: "Refusal at apply time").
+#[derive(clap::Args)]
+struct WebhookArgs {
+    /// Address of the admission webhook (HTTPS), served by every replica; unset: no webhook.
+    #[arg(long, env = "WORKFLOW_WEBHOOK_ADDR")]
+    webhook_addr: Option<std::net::SocketAddr>,
+    /// The Secret, in the operator's namespace, holding the webhook's CA and serving
+    /// certificate: made and renewed by the leader, watched by every replica.
+    #[arg(
+        long,
+        env = "WORKFLOW_WEBHOOK_SECRET",
+        default_value = "workflow-operator-webhook-tls"
+    )]
+    webhook_secret: String,
+    /// The ValidatingWebhookConfiguration whose webhooks' caBundle the leader keeps equal to
+    /// the Secret's CA bundle; empty: the install keeps it.
+    #[arg(
+        long,
+        env = "WORKFLOW_WEBHOOK_CONFIG_NAME",
+        default_value = "workflow-operator"
+    )]
+    webhook_config_name: String,
+    /// The webhook's Service (in the operator's namespace): the serving certificate covers
+    /// its DNS names, and localhost.
+    #[arg(
+        long,
+        env = "WORKFLOW_WEBHOOK_SERVICE",
+        default_value = "workflow-operator-webhook"
+    )]
+    webhook_service: String,
+    /// How long the plugins of one admission may take, in milliseconds: below the webhook's
+    /// `timeoutSeconds`, so that a slow plugin lets the group in with a warning instead of
+    /// the API server applying the failure policy.
+    #[arg(long, env = "WORKFLOW_WEBHOOK_BUDGET_MS", default_value_t = 3000)]
+    webhook_budget_ms: u64,
+    /// Lifetime of the webhook's CA, in seconds (renewed at two thirds).
+    #[arg(long, hide = true, default_value_t = 365 * 24 * 3600)]
+    webhook_ca_lifetime_secs: u64,
+    /// Lifetime of the webhook's serving certificate, in seconds (renewed at two thirds).
+    #[arg(long, hide = true, default_value_t = 30 * 24 * 3600)]
+    webhook_serving_lifetime_secs: u64,
+    /// How often the leader checks the certificates, in seconds. After a new CA, the serving
+    /// certificate switches to it one check later, once API servers have had time to see it.
+    #[arg(long, hide = true, default_value_t = 60)]
+    webhook_check_secs: u64,
 }
 
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
@@ -172,7 +222,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crdgen => print_crds().map(|()| 0),
         Command::Plugin { command } => workflow_operator::cli::plugin::run(command),
-        Command::Run(args) => run(args).map(|()| 0),
+        Command::Run(args) => run(*args).map(|()| 0),
         Command::Get {
             kind,
             name,
@@ -244,6 +294,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         let readiness = Readiness::default();
 
         let metrics = Arc::new(Metrics::register(&mut prometheus));
+        let webhook_metrics = args
+            .webhook
+            .webhook_addr
+            .map(|_| WebhookMetrics::register(&mut prometheus));
         let counted = metrics.clone();
         let count_requests = tower::util::MapRequestLayer::new(
             move |request: ::http::Request<kube::client::Body>| {
@@ -299,6 +353,10 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
             _ = plugins_loaded => readiness.set_plugins_loaded(),
             () = shutdown_signal() => return Ok(()),
         }
+        // Every replica answers admissions, with the plugins just loaded.
+        if let Some(addr) = args.webhook.webhook_addr {
+            serve_webhook(addr, &args.webhook, &client, &own_namespace, &registry, webhook_metrics).await?;
+        }
 
         let leadership = if args.leader_elect {
             let lease = LeaseConfig {
@@ -319,6 +377,13 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         } else {
             None
         };
+        if args.webhook.webhook_addr.is_some() {
+            // Leader only: the process ends with the lease, and this task with it.
+            tokio::spawn(webhook::keeper::keep(
+                client.clone(),
+                keeper_config(&args.webhook, &own_namespace),
+            ));
+        }
         let controllers = controllers::run(
             client,
             registry,
@@ -352,6 +417,50 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
         }
         Ok(())
     })
+}
+
+/// Serves the admission webhook on `addr` (every replica), with the certificate of the
+/// Secret, followed as it is renewed.
+async fn serve_webhook(
+    addr: std::net::SocketAddr,
+    args: &WebhookArgs,
+    client: &kube::Client,
+    own_namespace: &str,
+    registry: &PluginRegistry,
+    metrics: Option<WebhookMetrics>,
+) -> anyhow::Result<()> {
+    let provider = webhook::crypto_provider();
+    let serving = Arc::new(webhook::ServingCert::new(provider.clone()));
+    tokio::spawn(webhook::tls::follow(
+        client.clone(),
+        own_namespace.to_string(),
+        args.webhook_secret.clone(),
+        serving.clone(),
+    ));
+    let reviewer = webhook::Reviewer {
+        plugins: registry.clone(),
+        budget: std::time::Duration::from_millis(args.webhook_budget_ms),
+        metrics,
+    };
+    let server = webhook::Webhook::bind(addr, serving, provider, reviewer).await?;
+    tokio::spawn(server.run());
+    Ok(())
+}
+
+/// What the leader keeps: the Secret, the configuration's caBundle, the certificates' names.
+fn keeper_config(args: &WebhookArgs, own_namespace: &str) -> webhook::KeeperConfig {
+    webhook::KeeperConfig {
+        namespace: own_namespace.to_string(),
+        secret: args.webhook_secret.clone(),
+        webhook_configuration: (!args.webhook_config_name.is_empty())
+            .then(|| args.webhook_config_name.clone()),
+        names: webhook::certs::serving_names(&args.webhook_service, own_namespace),
+        lifetimes: webhook::Lifetimes {
+            ca: std::time::Duration::from_secs(args.webhook_ca_lifetime_secs),
+            serving: std::time::Duration::from_secs(args.webhook_serving_lifetime_secs),
+        },
+        interval: std::time::Duration::from_secs(args.webhook_check_secs.max(1)),
+    }
 }
 
 /// The client-side limit of API requests: `burst` requests per `burst / qps` seconds, which
