@@ -106,8 +106,17 @@ fn undeploy() {
         "service/workflow-operator-metrics",
         "poddisruptionbudget/workflow-operator",
         "lease/workflow-operator",
+        "service/workflow-operator-webhook",
+        "secret/workflow-operator-webhook-tls",
         "--ignore-not-found",
         "--wait=false",
+    ]);
+    // The webhook's configuration is cluster-wide: it goes too, so that no later apply asks a
+    // webhook that is gone.
+    cluster().kubectl(&[
+        "delete",
+        "validatingwebhookconfiguration/workflow-operator",
+        "--ignore-not-found",
     ]);
     cluster().kubectl(&[
         "-n",

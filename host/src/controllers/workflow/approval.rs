@@ -310,7 +310,7 @@ mod tests {
         early.created = NOW - 60;
         let late = given("bob", &[], ApprovalDecision::Approve);
         let (counted, note) = trusted(vec![early.clone(), late.clone()], &Ok(NOW - 50));
-        assert_eq!(counted, [late.clone()]);
+        assert_eq!(counted, std::slice::from_ref(&late));
         assert_eq!(
             note.as_deref(),
             Some(
