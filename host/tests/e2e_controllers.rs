@@ -968,6 +968,7 @@ fn rendered_install() -> (Vec<Value>, Vec<u8>) {
             "namespace.yaml",
             "rbac.yaml",
             "operator.yaml",
+            "webhook.yaml",
         ],
     );
     copy_files(
