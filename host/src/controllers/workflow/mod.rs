@@ -52,6 +52,10 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 /// must not write a slimmed one.
 pub fn keep_what_is_read(workflow: &mut Workflow) {
     workflow.metadata.managed_fields = None;
+    if plan::rerun_pending(workflow) {
+        // Its reconcile starts it again from its steps and their status.
+        return;
+    }
     let Some(status) = workflow
         .status
         .as_mut()
@@ -62,13 +66,6 @@ pub fn keep_what_is_read(workflow: &mut Workflow) {
     if plan::plan_finished_writes(status) {
         return;
     }
-    if plan::rerun_pending(workflow) {
-        // Its reconcile starts it again from its steps and their status.
-        return;
-    }
-    let Some(status) = workflow.status.as_mut() else {
-        return;
-    };
     // The targets its steps reported not ok: the group's rollout counts them.
     let step_details = std::mem::take(&mut status.step_details)
         .into_iter()
@@ -300,8 +297,7 @@ async fn approval_trust(ctx: &Context) -> approval::Trust {
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
-    if let Some((at, trust)) = cached.filter(|(at, _)| at.elapsed() < APPROVAL_TRUST_TTL) {
-        let _ = at;
+    if let Some((_, trust)) = cached.filter(|(at, _)| at.elapsed() < APPROVAL_TRUST_TTL) {
         return trust;
     }
     let policies: Api<ValidatingAdmissionPolicy> = Api::all(ctx.client.clone());

@@ -158,10 +158,7 @@ pub fn plan_finished(workflow: &Workflow) -> WorkflowPlan {
 /// not finished, the one its group asked for when that is later (a Workflow created in a
 /// re-run).
 pub fn run_of(workflow: &Workflow) -> u32 {
-    let status = workflow.status.as_ref();
-    let recorded = status.and_then(|s| s.run).unwrap_or(1);
-    let finished = status.and_then(|s| s.phase).is_some_and(Phase::is_finished);
-    let asked = workflow.spec.rerun.as_ref().map_or(1, |r| r.run);
+    let (finished, recorded, asked) = runs(workflow);
     if finished {
         recorded
     } else {
@@ -171,15 +168,18 @@ pub fn run_of(workflow: &Workflow) -> u32 {
 
 /// Whether `workflow` finished and its group asked it to run again in a later run.
 pub fn rerun_pending(workflow: &Workflow) -> bool {
+    let (finished, recorded, asked) = runs(workflow);
+    finished && asked > recorded
+}
+
+/// Whether `workflow` finished, the run its status records, and the run its group asked for
+/// (each 1 when unset).
+fn runs(workflow: &Workflow) -> (bool, u32, u32) {
     let status = workflow.status.as_ref();
     let finished = status.and_then(|s| s.phase).is_some_and(Phase::is_finished);
     let recorded = status.and_then(|s| s.run).unwrap_or(1);
-    finished
-        && workflow
-            .spec
-            .rerun
-            .as_ref()
-            .is_some_and(|r| r.run > recorded)
+    let asked = workflow.spec.rerun.as_ref().map_or(1, |r| r.run);
+    (finished, recorded, asked)
 }
 
 /// The plan that starts a finished workflow again in its group's run `spec.rerun.run`: the steps
