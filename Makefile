@@ -10,10 +10,13 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook
+.PHONY: help tools plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
+
+tools: ## Install the Debian packages demo and test need, when missing (as root; scripts/tools.sh)
+	./scripts/tools.sh
 
 plugins: ## Build the built-in workflow types into target/plugins/<type>.wasm
 	./plugins/build.sh
@@ -32,11 +35,7 @@ fmt: ## Format the code
 # The end-to-end tests start the local cluster themselves when it is not up (and use
 # WORKFLOW_E2E_KUBECONFIG when set); a cluster this target started is stopped afterwards. Its real
 # node (tests/cluster/node.sh, root) starts too: the real node tests fail without it.
-test: plugins image ## Unit, plugin and end-to-end tests (starts the local cluster with its real node; the image test unpacks make image)
-	@# The SSH runner's tests and the target hosts need sshd (Debian's openssh-server).
-	@[ -x /usr/sbin/sshd ] || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq \
-	  && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openssh-server openssh-client >/dev/null; } \
-	  || echo "no sshd: install openssh-server, or the runner's tests fail"
+test: tools plugins image ## Unit, plugin and end-to-end tests (starts the local cluster with its real node; the image test unpacks make image)
 	@# The tests run their own operators; one left by `make demo` would race them.
 	@if [ -f .local-cluster/pids/operator.pid ]; then \
 	  echo "stopping the operator left by make demo (the tests run their own)"; \
@@ -69,7 +68,7 @@ deploy: deploy-plugins ## Install into the current cluster (kustomize base deplo
 undeploy: ## Remove what make deploy installed (and every WorkflowGroup and Workflow)
 	$(KUBECTL) delete -k deploy/ --ignore-not-found
 
-demo: plugins build image ## Everything on the local cluster: the seed's sample group run to Completed (as root also against target hosts it starts)
+demo: tools plugins build image ## Everything on the local cluster: the seed's sample group run to Completed (as root also against target hosts it starts)
 	./scripts/demo.sh
 
 bench-real-node: plugins ## The seed sample on the real node against the same five pods run by hand (RUNS, default 5)

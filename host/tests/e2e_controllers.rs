@@ -271,6 +271,64 @@ fn an_at_group_runs_no_pod_before_its_schedule_and_runs_it_after() {
 }
 
 #[test]
+fn a_workflow_deleted_while_it_runs_fails_its_group_naming_the_deletion_and_is_not_made_again() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-wf-deleted");
+    let plugins = plugin_dir(&["at", "pre-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    // Its `at` Workflow waits an hour for its schedule, holding its target.
+    let schedule = jiff::Timestamp::from_second(jiff::Timestamp::now().as_second() + 3600)
+        .expect("a valid time");
+    let params =
+        format!("  params:\n    at:\n      schedule: \"{schedule}\"\n      command: date\n");
+    cluster.apply_yaml_in(
+        &ns,
+        &group_yaml("loses-one", &["at", "pre-check"], &params, ""),
+    );
+    let (name, _) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        "the at Workflow to wait for its schedule",
+        || {
+            list(&ns, "workflows", None)
+                .iter()
+                .find(|w| succeeded_condition(w)["reason"] == "WaitingForSchedule")
+                .map(|w| text(w, "/metadata/name").to_string())
+                .ok_or(())
+        },
+        |()| operator.log().to_string(),
+    );
+    cluster.kubectl_ok(&["-n", &ns, "delete", "workflow", &name, "--wait=true"]);
+
+    wait_group_phase(&ns, "loses-one", "Failed", &mut operator);
+    let group = get(&ns, "workflowgroup/loses-one");
+    let message = condition_message(&group);
+    assert!(
+        message.contains(&format!(
+            "workflow {name} (at) failed: it was deleted while it ran"
+        )),
+        "{message}"
+    );
+    assert_eq!(
+        group["status"]["workflows"],
+        json!([{"name": name, "type": "at", "status": "Failed"}])
+    );
+    // Neither made again nor followed by the next type; its target's lock went back.
+    assert!(list(&ns, "workflows", None).is_empty());
+    let (locks, _) = poll_until(
+        Duration::from_millis(200),
+        Duration::from_secs(10),
+        "the group's lock to go back",
+        || {
+            let left = list(&ns, "leases", Some("workflow.rxg456.cn/lock"));
+            if left.is_empty() { Ok(left) } else { Err(left) }
+        },
+        |left| format!("locks left: {left:?}"),
+    );
+    assert!(locks.is_empty());
+}
+
+#[test]
 fn a_group_waits_for_a_missing_plugin_and_starts_when_it_is_copied_in() {
     let cluster = cluster();
     let ns = cluster.fresh_namespace("e2e-missing");

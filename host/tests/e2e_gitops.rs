@@ -717,3 +717,60 @@ fn shell_words(line: &str) -> Vec<String> {
     }
     words
 }
+
+#[test]
+fn an_edit_of_a_finished_group_is_acknowledged_and_gitops_tools_still_read_it_as_done() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-gitops-edit");
+    let plugins = plugin_dir(&["pre-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    cluster.apply_yaml_in(&ns, &group_yaml("edited", &["pre-check"], "", ""));
+    wait_group_phase(&ns, "edited", "Completed", &mut operator);
+    let done = get(&ns, "workflowgroup/edited");
+    let pods = list(&ns, "pods", None).len();
+
+    // New params applied from git, no re-run asked: a new generation.
+    let edited = group_yaml(
+        "edited",
+        &["pre-check"],
+        "  params:\n    pre-check:\n      minDiskMiB: 2048\n",
+        "",
+    );
+    let applied = apply(&ns, &edited);
+    assert_eq!(applied["metadata"]["generation"], 2, "{applied:#}");
+    let (group, _) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        "the operator to observe generation 2",
+        || {
+            let group = get(&ns, "workflowgroup/edited");
+            if group["status"]["observedGeneration"] == 2 {
+                Ok(group)
+            } else {
+                Err(group["status"].clone())
+            }
+        },
+        |status| format!("its status: {status}\n{}", operator.log()),
+    );
+    // Still the group that completed, now Current for kstatus and Healthy for Argo CD.
+    assert_eq!(group["status"]["phase"], "Completed", "{group:#}");
+    assert_eq!(
+        group["status"]["completionTime"],
+        done["status"]["completionTime"]
+    );
+    let conditions = group["status"]["conditions"]
+        .as_array()
+        .expect("conditions");
+    assert!(
+        conditions.iter().all(|c| c["observedGeneration"] == 2),
+        "{conditions:#?}"
+    );
+    let objects = [group.clone()];
+    let (status, message) = kstatus(&objects).remove(0);
+    assert_eq!(status, "Current", "kstatus: {message}");
+    let (health, message) = argocd_health(&objects).remove(0);
+    assert_eq!(health, "Healthy", "Argo CD: {message}");
+    // Nothing ran again.
+    assert_eq!(list(&ns, "pods", None).len(), pods);
+    assert_eq!(list(&ns, "workflows", None).len(), 1);
+}

@@ -218,6 +218,65 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
     cluster.apply_yaml_in(&ns, &sample);
     wait_phase(&ns, "workflowgroup-sample", "Completed");
 
+    // The admission webhook as installed: the API server calls the Service, which has the
+    // ready replicas as endpoints, and trusts the CA the leader wrote into the configuration.
+    // A group pre-check refuses is refused at apply with the plugin's words (while no replica
+    // was ready yet, `failurePolicy: Ignore` let applies through: polled until it answers).
+    let refused = group_yaml(
+        "refused",
+        &["pre-check"],
+        "  params:\n    pre-check:\n      requiredCommands: [\"rm -rf\"]\n",
+        "",
+    );
+    let (said, waited) = poll_until(
+        Duration::from_millis(500),
+        TIMEOUT,
+        "the installed webhook to refuse a group pre-check refuses",
+        || {
+            let out = cluster.kubectl_with_stdin(
+                &["-n", &ns, "apply", "--dry-run=server", "-f", "-"],
+                refused.as_bytes(),
+            );
+            let said = String::from_utf8_lossy(&out.stderr).to_string();
+            if !out.status.success() && said.contains("denied the request") {
+                Ok(said)
+            } else {
+                Err(said)
+            }
+        },
+        |said| {
+            let endpoints = cluster.kubectl(&[
+                "-n",
+                INSTALL_NS,
+                "get",
+                "endpointslices",
+                "-l",
+                "kubernetes.io/service-name=workflow-operator-webhook",
+                "-o",
+                "wide",
+            ]);
+            format!(
+                "kubectl said: {said}\nthe Service's endpoints:\n{}",
+                String::from_utf8_lossy(&endpoints.stdout)
+            )
+        },
+    );
+    eprintln!("the installed webhook answered {waited:?} after both replicas were ready");
+    assert!(
+        said.contains("admission webhook \"workflowgroups.workflow.rxg456.cn\" denied the request")
+            && said.contains("invalid params at `requiredCommands`: \"rm -rf\" must be one word"),
+        "{said}"
+    );
+    // Really applied, it is refused too, and nothing is stored.
+    let out = cluster.kubectl_with_stdin(&["-n", &ns, "apply", "-f", "-"], refused.as_bytes());
+    assert!(
+        !out.status.success(),
+        "applied: {}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    let stored = cluster.kubectl(&["-n", &ns, "get", "workflowgroup", "refused"]);
+    assert!(!stored.status.success(), "a refused group was stored");
+
     // The leader's pod deleted: another replica takes over, and a new group completes. Which
     // one is a race: the standby wakes at the old term's end, while the Deployment's
     // replacement for the deleted pod may start and take the free Lease first.

@@ -123,32 +123,37 @@ fn groups_sharing_a_target_take_turns_and_the_waiting_one_says_who_holds_it() {
     }
 
     // Whichever waits names the target and the group that holds it, in its condition, in
-    // `kubectl get`'s Reason column, and in one Event.
-    let (waiting, message) = poll_until(
+    // `kubectl get`'s Reason column, and in one Event. A wait is brief on a fast machine and
+    // the groups move on: the row and the condition are read from one moment, the row first,
+    // then the group while it still waits (else both are read again).
+    let ((waiting, message), _) = poll_until(
         Duration::from_millis(100),
         TIMEOUT,
-        "one of the groups sharing a target to wait for it",
+        "one of the groups sharing a target to wait for it, as kubectl get shows",
         || {
-            for name in ["first", "second", "third"] {
+            let table = cluster.kubectl_ok(&["-n", &ns, "get", "wfg", "first", "second", "third"]);
+            let header = table.lines().next().unwrap_or_default();
+            if !header.contains("REASON") {
+                return Err(format!("no REASON column: {table}"));
+            }
+            for row in table.lines().skip(1) {
+                let name = row.split_whitespace().next().unwrap_or_default();
+                if !row.contains("WaitingForTargets") {
+                    continue;
+                }
                 let group = get(&ns, &format!("workflowgroup/{name}"));
                 if succeeded_condition(&group)["reason"] == "WaitingForTargets" {
                     return Ok((name.to_string(), condition_message(&group)));
                 }
             }
-            Err(())
+            Err(table)
         },
-        |()| operator.log().to_string(),
-    )
-    .0;
+        |table| format!("{table}\n{}", operator.log()),
+    );
     assert!(
         message.contains(&format!("target node-1 ({shared})"))
             && message.contains(&format!("is held by group {ns}/")),
         "{waiting}: {message}"
-    );
-    let row = cluster.kubectl_ok(&["-n", &ns, "get", "wfg", &waiting]);
-    assert!(
-        row.contains("REASON") && row.contains("WaitingForTargets"),
-        "{row}"
     );
     let events = cluster.kubectl_ok(&[
         "-n",
@@ -161,10 +166,25 @@ fn groups_sharing_a_target_take_turns_and_the_waiting_one_says_who_holds_it() {
         "jsonpath={.items[*].message}",
     ]);
     assert!(events.contains("is held by group"), "the Event: {events:?}");
-    let typed = wait_waiting(&ns, "typed-2", &mut operator);
+    // Whichever of the two typed groups came second waits for the one running.
+    let ((typed, holder), _) = poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        "one of the typed groups to wait for the other",
+        || {
+            for (name, other) in [("typed-1", "typed-2"), ("typed-2", "typed-1")] {
+                let group = get(&ns, &format!("workflowgroup/{name}"));
+                if succeeded_condition(&group)["reason"] == "WaitingForTargets" {
+                    return Ok((condition_message(&group), other));
+                }
+            }
+            Err(())
+        },
+        |()| operator.log().to_string(),
+    );
     assert!(
         typed.contains("running slots of group type \"kernel-upgrade\"")
-            && typed.contains(&format!("held by group {ns}/typed-1")),
+            && typed.contains(&format!("held by group {ns}/{holder}")),
         "{typed}"
     );
 

@@ -28,8 +28,13 @@ PORTS_FILE="${STATE_DIR}/ports.env"
 KWOK_STAGES_FILE="${STATE_DIR}/kwok-stages.sha256"
 NODE_NAME="${KWOK_NODE_NAME:-kwok-node-0}"
 COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
-# kube-controller-manager controllers we need (and nothing node/cloud related).
-KCM_CONTROLLERS="resourcequota-controller,job-controller,garbage-collector-controller,ttl-after-finished-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,replicaset-controller,deployment-controller,cronjob-controller,pod-garbage-collector-controller,clusterrole-aggregation-controller"
+# kube-controller-manager's controllers: those of a kubeadm cluster that the operator, its
+# install or its tests rely on (tests/cluster/README.md lists them and what is left out).
+# Services get endpoints (the admission webhook's Service), PodDisruptionBudgets a status, a
+# Node whose kubelet stops goes NotReady (and its pods are evicted, by taints), DaemonSets and
+# StatefulSets run; bootstrap tokens are signed into cluster-info and cleaned at expiry, and
+# kubelet CSRs are approved and signed by the cluster CA, as kubeadm sets them up.
+KCM_CONTROLLERS="resourcequota-controller,job-controller,garbage-collector-controller,ttl-after-finished-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,replicaset-controller,deployment-controller,cronjob-controller,pod-garbage-collector-controller,clusterrole-aggregation-controller,endpoints-controller,endpointslice-controller,endpointslice-mirroring-controller,disruption-controller,node-lifecycle-controller,taint-eviction-controller,daemonset-controller,statefulset-controller,ttl-controller,bootstrap-signer-controller,token-cleaner-controller,certificatesigningrequest-approving-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller"
 START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
 
 die() { echo "cluster.sh: error: $*" >&2; exit 1; }
@@ -415,6 +420,8 @@ EOF
     --controllers="${KCM_CONTROLLERS}" \
     --service-account-private-key-file="${PKI}/sa.key" \
     --root-ca-file="${PKI}/ca.crt" \
+    --cluster-signing-cert-file="${PKI}/ca.crt" \
+    --cluster-signing-key-file="${PKI}/ca.key" \
     --use-service-account-credentials=false \
     --cluster-name=workflow-local \
     --profiling=false \
@@ -467,8 +474,9 @@ metadata:
 spec: {}
 EOF
   wait_until "node ${NODE_NAME} to become Ready" "${START_TIMEOUT}" kwok node_ready
-  # No node-lifecycle controller runs, so nothing would lift a not-ready taint: the
-  # apiserver runs without the TaintNodesByCondition admission plugin. Check it.
+  # The apiserver runs without the TaintNodesByCondition admission plugin, so a new Node is
+  # not tainted not-ready until the node lifecycle controller's first look (it taints and
+  # untaints by the Ready condition from then on): the node is usable at once. Check it.
   local taints
   taints="$(kc get node "${NODE_NAME}" -o 'jsonpath={.spec.taints}')"
   [[ -z "${taints}" ]] || fail_start "node ${NODE_NAME} unexpectedly has taints: ${taints}"

@@ -48,6 +48,16 @@ fn plugin_changes(registry: &PluginRegistry) -> impl futures::Stream<Item = ()> 
     })
 }
 
+/// The group that controls `workflow`, by its ownerReference.
+fn owning_group(workflow: &Workflow) -> Option<ObjectRef<WorkflowGroup>> {
+    let owner = workflow
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "WorkflowGroup")?;
+    let ns = workflow.namespace()?;
+    Some(ObjectRef::new(&owner.name).within(&ns))
+}
+
 /// Drops an object's managedFields before it is cached: nothing here reads them.
 fn strip_managed_fields<K: Resource>(obj: &mut K) {
     obj.meta_mut().managed_fields = None;
@@ -118,6 +128,7 @@ pub async fn run(
         .applied_objects();
     // The lock Leases; a deleted one wakes the groups waiting for it.
     let (wake, woken) = futures::channel::mpsc::unbounded();
+    let wake_owner = wake.clone();
     let lock_waiters = Arc::new(locks::Waiters::new(wake));
     let (lease_store, lease_writer) = reflector::store();
     let (waiters, waiting_groups) = (lock_waiters.clone(), group_store.clone());
@@ -146,10 +157,19 @@ pub async fn run(
         .default_backoff()
         .modify(workflow::keep_what_is_read)
         .reflect_shared(workflow_writer)
-        .for_each(|event| async move {
-            if let Err(error) = event {
-                warn!(%error, "workflow watch");
+        .for_each(move |event| {
+            match event {
+                // The shared store tells its subscribers of changes, not of deletions: the
+                // group of a deleted Workflow is woken here.
+                Ok(watcher::Event::Delete(workflow)) => {
+                    if let Some(group) = owning_group(&workflow) {
+                        let _ = wake_owner.unbounded_send(group);
+                    }
+                }
+                Ok(_) => {}
+                Err(error) => warn!(%error, "workflow watch"),
             }
+            futures::future::ready(())
         });
     let (pod_store, pod_writer) = reflector::store();
     let pod_stream = watcher(pods, watcher::Config::default().labels(LABEL_WORKFLOW_UID))

@@ -26,6 +26,8 @@ pub const INVALID_SPEC: &str = "InvalidSpec";
 pub const TEMPLATE_FAILED: &str = "TemplateFailed";
 /// A Workflow of the group failed.
 pub const WORKFLOW_FAILED: &str = "WorkflowFailed";
+/// A Workflow of the group was deleted by someone (its own condition could not say so).
+pub const WORKFLOW_DELETED: &str = "WorkflowDeleted";
 /// The workflow's step graph is invalid.
 pub const INVALID_STEPS: &str = "InvalidSteps";
 /// A step failed (also the Warning Event about that step).

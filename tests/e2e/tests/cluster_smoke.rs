@@ -267,3 +267,181 @@ data:
     );
     cluster.kubectl_ok(&["-n", &ns, "get", "configmap", "bystander"]);
 }
+
+/// A Deployment of one pod on the kwok node behind a Service, a PodDisruptionBudget over it and
+/// a DaemonSet on the kwok node.
+const CONTROLLED_YAML: &str = r#"apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: web}}
+  template:
+    metadata: {labels: {app: web}}
+    spec:
+      nodeSelector: {type: kwok}
+      containers: [{name: web, image: busybox, ports: [{containerPort: 8080}]}]
+---
+apiVersion: v1
+kind: Service
+metadata:
+  name: web
+spec:
+  selector: {app: web}
+  ports: [{port: 80, targetPort: 8080}]
+---
+apiVersion: policy/v1
+kind: PodDisruptionBudget
+metadata:
+  name: web
+spec:
+  minAvailable: 1
+  selector: {matchLabels: {app: web}}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata:
+  name: agent
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      nodeSelector: {type: kwok}
+      containers: [{name: agent, image: busybox}]
+"#;
+
+/// Deletes a Node when dropped, whatever the test's outcome.
+struct DeleteNode<'a>(&'a Cluster, String);
+
+impl Drop for DeleteNode<'_> {
+    fn drop(&mut self) {
+        self.0.kubectl(&[
+            "delete",
+            "node",
+            &self.1,
+            "--wait=false",
+            "--ignore-not-found",
+        ]);
+    }
+}
+
+/// What the operator, its install (the admission webhook's Service, the PodDisruptionBudget)
+/// and joining Nodes rely on of the controller manager, as a kubeadm cluster runs it: a Service
+/// gets endpoints (Endpoints and EndpointSlice), a PodDisruptionBudget its status, a DaemonSet
+/// its pod, and a Node whose kubelet stopped posting status goes `Unknown` and is tainted
+/// unreachable.
+#[test]
+fn the_controller_manager_runs_what_a_kubeadm_cluster_runs_for_services_pdbs_daemonsets_and_nodes()
+{
+    let cluster = Cluster::shared();
+    let ns = cluster.fresh_namespace("smoke-controllers");
+    // A Node that posted Ready once and then nothing more, as one whose kubelet died. Tainted so
+    // that nothing of the other tests is scheduled to it meanwhile.
+    let ghost = format!("ghost-{ns}");
+    cluster.apply_yaml(&format!(
+        r#"apiVersion: v1
+kind: Node
+metadata:
+  name: {ghost}
+  labels: {{kubernetes.io/hostname: {ghost}}}
+spec:
+  taints: [{{key: e2e.workflow.rxg456.cn/ghost, effect: NoSchedule}}]
+"#
+    ));
+    let _gone = DeleteNode(cluster, ghost.clone());
+    let now = std::process::Command::new("date")
+        .args(["-u", "+%Y-%m-%dT%H:%M:%SZ"])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+        .expect("date");
+    let ready = serde_json::json!({"status": {"conditions": [{
+        "type": "Ready", "status": "True", "reason": "KubeletReady", "message": "posted once",
+        "lastHeartbeatTime": now, "lastTransitionTime": now,
+    }]}});
+    cluster.kubectl_ok(&[
+        "patch",
+        "node",
+        &ghost,
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        &ready.to_string(),
+    ]);
+    cluster.apply_yaml_in(&ns, CONTROLLED_YAML);
+
+    let pod_ip = || {
+        let pods = cluster.kubectl_json(&["-n", &ns, "get", "pods", "-l", "app=web"]);
+        pods["items"][0]["status"]["podIP"]
+            .as_str()
+            .filter(|ip| !ip.is_empty())
+            .map(str::to_string)
+    };
+    cluster.wait_for("the web pod to have an address", TIMEOUT, || {
+        pod_ip().is_some()
+    });
+    let ip = pod_ip().expect("the web pod's address");
+    let mut last = Value::Null;
+    cluster.wait_for(
+        &format!("an EndpointSlice of Service web listing {ip}"),
+        TIMEOUT,
+        || {
+            last = cluster.kubectl_json(&[
+                "-n",
+                &ns,
+                "get",
+                "endpointslices",
+                "-l",
+                "kubernetes.io/service-name=web",
+            ]);
+            last["items"][0]["endpoints"][0]["addresses"][0] == ip.as_str()
+        },
+    );
+    cluster.wait_for(
+        &format!("the Endpoints of Service web to list {ip}"),
+        TIMEOUT,
+        || {
+            last = cluster.kubectl_json(&["-n", &ns, "get", "endpoints", "web"]);
+            last["subsets"][0]["addresses"][0]["ip"] == ip.as_str()
+        },
+    );
+    cluster.wait_for(
+        "the PodDisruptionBudget's status to count the healthy pod",
+        TIMEOUT,
+        || {
+            last = cluster.kubectl_json(&["-n", &ns, "get", "pdb", "web"]);
+            let status = &last["status"];
+            status["expectedPods"] == 1
+                && status["currentHealthy"] == 1
+                && status["disruptionsAllowed"] == 0
+        },
+    );
+    cluster.wait_for(
+        &format!("the DaemonSet's pod on {KWOK_NODE}"),
+        TIMEOUT,
+        || {
+            last = cluster.kubectl_json(&["-n", &ns, "get", "pods", "-l", "app=agent"]);
+            last["items"][0]["spec"]["nodeName"] == KWOK_NODE
+        },
+    );
+
+    // The node lifecycle controller's grace period is 50 s, as kubeadm leaves it.
+    cluster.wait_for(
+        &format!("node {ghost} to go Unknown and be tainted unreachable"),
+        Duration::from_secs(180),
+        || {
+            last = cluster.kubectl_json(&["get", "node", &ghost]);
+            let unknown = condition(&last, "Ready") == Some("Unknown");
+            let tainted = last["spec"]["taints"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|t| t["key"] == "node.kubernetes.io/unreachable");
+            unknown && tainted
+        },
+    );
+    // The nodes the tests run on are still Ready: nothing flagged them.
+    let kwok = cluster.kubectl_json(&["get", "node", KWOK_NODE]);
+    assert_eq!(condition(&kwok, "Ready"), Some("True"), "{kwok:#}");
+}

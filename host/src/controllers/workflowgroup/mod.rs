@@ -17,17 +17,17 @@ use kube::ResourceExt;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use tracing::info;
+use tracing::{info, warn};
 
 use self::plan::{
     GroupPlugins, ObservedWorkflow, PluginState, Unit, current_targets, name_taken, plan_group,
-    units, waiting_for_locks, workflow_refused,
+    unit_key, units, waiting_for_locks, workflow_refused,
 };
 use super::context::Context;
 use super::error::{Error, Result};
 use super::locks::{self, Acquired};
 use super::write;
-use crate::api::{Phase, Workflow, WorkflowGroup};
+use crate::api::{Phase, Workflow, WorkflowGroup, WorkflowGroupStatus};
 use crate::plugin::PluginRegistry;
 use crate::render::{RenderError, render_wave, type_params, wave_workflow_name};
 
@@ -46,7 +46,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     // From the watch cache: a Workflow created a moment ago may be missing yet, and creating
     // it again finds it (its name is deterministic).
     // Looked up by their deterministic names, not by scanning every Workflow in the cache.
-    let workflows: BTreeMap<String, ObservedWorkflow> = units(group)
+    let mut workflows: BTreeMap<String, ObservedWorkflow> = units(group)
         .iter()
         .filter_map(|unit| {
             let name = wave_workflow_name(group, &unit.type_, unit.wave);
@@ -54,6 +54,9 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
             write::controlled_by(&*w, &uid).then(|| (unit.key(), ObservedWorkflow::of(&w)))
         })
         .collect();
+    if !old.phase.is_some_and(Phase::is_finished) {
+        recorded_but_missing(&old, &workflows_api, &uid, &mut workflows).await?;
+    }
 
     let now = Timestamp::now();
     let plugins = RegistryPlugins {
@@ -156,6 +159,35 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         None if release_later => Ok(Action::requeue(Duration::from_secs(2))),
         None => Ok(Action::await_change()),
     }
+}
+
+/// The Workflows the group's status lists that the cache lacks, asked of the API server: one
+/// created a moment ago that the cache has not seen yet is there, one deleted by someone is
+/// not (and is [`ObservedWorkflow::deleted`]). Only then: a GET per such Workflow.
+async fn recorded_but_missing(
+    old: &WorkflowGroupStatus,
+    api: &Api<Workflow>,
+    uid: &str,
+    workflows: &mut BTreeMap<String, ObservedWorkflow>,
+) -> Result<()> {
+    for recorded in &old.workflows {
+        let key = unit_key(&recorded.type_, recorded.wave);
+        if workflows.contains_key(&key) {
+            continue;
+        }
+        match api.get_opt(&recorded.name).await.map_err(Error::Kube)? {
+            Some(w) if write::controlled_by(&w, uid) => {
+                workflows.insert(key, ObservedWorkflow::of(&w));
+            }
+            // Another's Workflow of that name: the plan's create says the name is taken.
+            Some(_) => {}
+            None => {
+                warn!(workflow = %recorded.name, "a workflow of the group was deleted");
+                workflows.insert(key, ObservedWorkflow::deleted(recorded));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// How often a group waiting for locks looks again without being woken.

@@ -39,6 +39,9 @@ pub struct ObservedWorkflow {
     pub run: u32,
     /// The run of the group its spec belongs to (1 until the group asks it to re-run).
     pub asked_run: u32,
+    /// It is gone from the API server (deleted by someone): what is known of it is the group's
+    /// record ([`ObservedWorkflow::deleted`]).
+    pub deleted: bool,
 }
 
 impl ObservedWorkflow {
@@ -66,6 +69,33 @@ impl ObservedWorkflow {
             reason: condition.map(|c| c.reason.clone()).unwrap_or_default(),
             message: condition.map(|c| c.message.clone()).unwrap_or_default(),
             failed_targets,
+            deleted: false,
+        }
+    }
+
+    /// A Workflow the group made, listed in its status as `recorded`, that no longer exists:
+    /// deleted while it ran, it failed (its wave, or the group, fails naming the deletion);
+    /// finished, it counts as it ended. Of no run (0): a re-run that would run it again makes
+    /// it anew instead.
+    pub fn deleted(recorded: &WorkflowReference) -> Self {
+        let (phase, message) = match recorded.status {
+            Phase::Completed => (Phase::Completed, "it completed, then was deleted"),
+            Phase::Failed => (Phase::Failed, "it failed, then was deleted"),
+            Phase::Pending | Phase::Running => (
+                Phase::Failed,
+                "it was deleted while it ran (a re-run, spec.rerun, makes it again)",
+            ),
+        };
+        ObservedWorkflow {
+            name: recorded.name.clone(),
+            type_: recorded.type_.clone(),
+            phase: Some(phase),
+            reason: reason::WORKFLOW_DELETED.into(),
+            message: message.into(),
+            failed_targets: BTreeMap::new(),
+            run: 0,
+            asked_run: 0,
+            deleted: true,
         }
     }
 }
@@ -357,9 +387,14 @@ pub fn plan_group(
         if let Some(request) = rerun_request(group, &old) {
             return start_rerun(group, &old, request, now);
         }
-        // Nothing moves after the end (until a re-run); a group that finished before the conditions GitOps
-        // tools read existed gets them.
+        // Nothing moves after the end (until a re-run), but an edit of the spec is acknowledged:
+        // GitOps tools read a generation not yet observed as a change in progress. A group
+        // that finished before the conditions GitOps tools read existed gets them.
         let mut status = old;
+        status.observed_generation = group.metadata.generation;
+        for condition in &mut status.conditions {
+            condition.observed_generation = group.metadata.generation;
+        }
         derive_kstatus_conditions(&mut status.conditions);
         return GroupPlan {
             status,
@@ -388,22 +423,24 @@ pub fn plan_group(
     // In a re-run, a Workflow of an earlier run is run again when its turn comes (`Some` of
     // what it runs again), or kept as it was; one asked and not yet started again is Running.
     let run = old.runs.last().filter(|r| r.run > 1);
+    // A deleted one that the re-run would run again is made anew instead.
     let workflows: BTreeMap<&String, (&ObservedWorkflow, Phase, Option<WorkflowRerun>)> = workflows
         .iter()
-        .map(|(t, w)| {
+        .filter_map(|(t, w)| {
             let phase = w
                 .phase
                 .or_else(|| recorded(&w.name))
                 .unwrap_or(Phase::Running);
             let seen = match run {
                 Some(run) if w.asked_run < run.run => match workflow_rerun(run, &w.type_, phase) {
+                    Some(_) if w.deleted => return None,
                     Some(rerun) => (w, Phase::Pending, Some(rerun)),
                     None => (w, phase, None),
                 },
                 _ if w.run < w.asked_run => (w, Phase::Running, None),
                 _ => (w, phase, None),
             };
-            (t, seen)
+            Some((t, seen))
         })
         .collect();
     plan.status.workflows = units
@@ -1121,6 +1158,7 @@ mod tests {
                         reason: String::new(),
                         message: "step x failed: boom".into(),
                         failed_targets: BTreeMap::new(),
+                        deleted: false,
                     },
                 )
             })
@@ -1161,6 +1199,7 @@ mod tests {
                     reason: String::new(),
                     message: String::new(),
                     failed_targets: BTreeMap::new(),
+                    deleted: false,
                 };
                 (key, w)
             })
@@ -1901,11 +1940,130 @@ mod tests {
         let mut group = sample();
         group.status = Some(WorkflowGroupStatus {
             phase: Some(Phase::Completed),
+            observed_generation: Some(1),
             ..Default::default()
         });
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         assert!(plan.create.is_none());
         assert_eq!(Some(plan.status), group.status);
+    }
+
+    /// `observed` with the Workflow of `key` gone, as the reconcile finds it: from the record.
+    fn with_deleted(
+        mut workflows: BTreeMap<String, ObservedWorkflow>,
+        key: &str,
+        recorded: Phase,
+    ) -> BTreeMap<String, ObservedWorkflow> {
+        let gone = workflows.remove(key).expect("a workflow to delete");
+        let reference = WorkflowReference {
+            name: gone.name,
+            type_: gone.type_,
+            status: recorded,
+            wave: None,
+        };
+        workflows.insert(key.into(), ObservedWorkflow::deleted(&reference));
+        workflows
+    }
+
+    #[test]
+    fn a_workflow_deleted_while_it_runs_fails_the_group_naming_the_deletion() {
+        let running = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Running)]);
+        let group = after(
+            &sample(),
+            &plan_group(&sample(), &running, &all_loaded(), now()),
+        );
+        let gone = with_deleted(running, "setup", Phase::Running);
+        let plan = plan_group(&group, &gone, &all_loaded(), now());
+        assert!(
+            plan.create.is_none() && plan.rerun.is_none(),
+            "not made again"
+        );
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        let (status, why, message) = condition(&plan);
+        assert_eq!((status, why), ("False", reason::WORKFLOW_FAILED));
+        assert!(
+            message.contains("wf-setup (setup) failed: it was deleted while it ran"),
+            "{message}"
+        );
+        assert!(!plan.keep_locks);
+    }
+
+    #[test]
+    fn a_completed_workflow_deleted_later_still_counts_and_a_rerun_makes_a_deleted_one_anew() {
+        // Deleted after it completed, while the next runs: not run again.
+        let running = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Running)]);
+        let group = after(
+            &sample(),
+            &plan_group(&sample(), &running, &all_loaded(), now()),
+        );
+        let gone = with_deleted(running, "pre-check", Phase::Completed);
+        let plan = plan_group(&group, &gone, &all_loaded(), now());
+        assert!(plan.create.is_none() && plan.rerun.is_none());
+        assert_eq!(plan.status.phase, Some(Phase::Running));
+        assert_eq!(plan.status.progress.as_deref(), Some("1/3"));
+
+        // A failed group whose failed Workflow is then deleted: its re-run makes it anew.
+        let mut group = failed_at_setup();
+        let failed = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Failed)]);
+        let gone = with_deleted(failed, "setup", Phase::Failed);
+        group.spec.rerun = Some(RerunRequest {
+            id: "again".into(),
+            ..RerunRequest::default()
+        });
+        let started = plan_group(&group, &gone, &all_loaded(), now());
+        let group = after(&group, &started);
+        let plan = plan_group(&group, &gone, &all_loaded(), now());
+        let created = plan.create.as_ref().expect("setup made again");
+        assert_eq!(created.spec.type_, "setup");
+        assert_eq!(created.spec.rerun.as_ref().map(|r| r.run), Some(2));
+    }
+
+    #[test]
+    fn an_edit_of_a_finished_group_is_acknowledged_and_runs_nothing() {
+        let mut group = sample();
+        let all = [
+            ("pre-check", Phase::Completed),
+            ("setup", Phase::Completed),
+            ("post-check", Phase::Completed),
+        ];
+        let done = plan_group(&group, &observed(&all), &all_loaded(), now());
+        assert_eq!(done.status.phase, Some(Phase::Completed));
+        group.status = Some(done.status.clone());
+        // New params applied from git: the API server counts a new generation.
+        group.metadata.generation = Some(2);
+        group
+            .spec
+            .params
+            .insert("pre-check".into(), serde_json::json!({"minDiskMiB": 2048}));
+        let later = Timestamp::from_second(now().as_second() + 3600).expect("a time");
+        let plan = plan_group(&group, &observed(&all), &all_loaded(), later);
+        assert!(plan.create.is_none() && plan.rerun.is_none() && plan.events.is_empty());
+        assert_eq!(plan.status.phase, Some(Phase::Completed));
+        assert_eq!(plan.status.observed_generation, Some(2));
+        assert_eq!(kstatus_conditions(&plan.status.conditions), READY);
+        for (new, old) in plan.status.conditions.iter().zip(&done.status.conditions) {
+            assert_eq!(new.observed_generation, Some(2), "{new:?}");
+            // Still the state it reached then.
+            assert_eq!(
+                (
+                    &new.type_,
+                    &new.status,
+                    &new.reason,
+                    &new.last_transition_time
+                ),
+                (
+                    &old.type_,
+                    &old.status,
+                    &old.reason,
+                    &old.last_transition_time
+                )
+            );
+        }
+        assert_eq!(plan.status.completion_time, done.status.completion_time);
+        // Acknowledged once: the next reconcile has nothing to write.
+        group.status = Some(plan.status.clone());
+        let again = plan_group(&group, &observed(&all), &all_loaded(), later);
+        assert_eq!(Some(again.status), group.status);
     }
 
     #[test]
