@@ -352,6 +352,7 @@ start_apiserver() {
     --tls-private-key-file="${PKI}/apiserver.key" \
     --client-ca-file="${PKI}/ca.crt" \
     --authorization-mode=Node,RBAC \
+    --enable-bootstrap-token-auth=true \
     --service-account-issuer="https://127.0.0.1:${APISERVER_PORT}" \
     --service-account-key-file="${PKI}/sa.pub" \
     --service-account-signing-key-file="${PKI}/sa.key" \

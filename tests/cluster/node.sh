@@ -280,7 +280,9 @@ pod_netns() {
     if [[ -n "${ns_inodes}" ]]; then
       for f in /run/netns/*; do
         [[ -e "${f}" ]] || continue
-        grep -qx "$(stat -L -c %i "${f}" 2>/dev/null)" <<<"${ns_inodes}" && echo "${f}"
+        # An `if`, not `&&`: a last namespace that is not a pod's (a target host's, another
+        # cluster's) must not become the function's failure under `set -e`.
+        if grep -qx "$(stat -L -c %i "${f}" 2>/dev/null)" <<<"${ns_inodes}"; then echo "${f}"; fi
       done
     fi
   } | sort -u
