@@ -640,18 +640,5 @@ fn groups_sharing_targets_take_turns_through_operator_kills_and_an_api_server_re
         }
     }
     // Every lock went back (a gone holder's within the 6 s lease time).
-    let ((), _) = poll_until(
-        Duration::from_millis(200),
-        Duration::from_secs(12),
-        "every lock Lease to be gone",
-        || {
-            let left = operator::list(&ns, "leases", Some("workflow.rxg456.cn/lock"));
-            if left.is_empty() {
-                Ok(())
-            } else {
-                Err(left.len())
-            }
-        },
-        |left| format!("{left} lock Leases left"),
-    );
+    operator::wait_no_locks(&ns, Duration::from_secs(12));
 }

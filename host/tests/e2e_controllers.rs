@@ -315,17 +315,7 @@ fn a_workflow_deleted_while_it_runs_fails_its_group_naming_the_deletion_and_is_n
     );
     // Neither made again nor followed by the next type; its target's lock went back.
     assert!(list(&ns, "workflows", None).is_empty());
-    let (locks, _) = poll_until(
-        Duration::from_millis(200),
-        Duration::from_secs(10),
-        "the group's lock to go back",
-        || {
-            let left = list(&ns, "leases", Some("workflow.rxg456.cn/lock"));
-            if left.is_empty() { Ok(left) } else { Err(left) }
-        },
-        |left| format!("locks left: {left:?}"),
-    );
-    assert!(locks.is_empty());
+    wait_no_locks(&ns, Duration::from_secs(10));
 }
 
 #[test]

@@ -13,8 +13,6 @@ use operator::*;
 use serde_json::Value;
 use workflow_e2e::poll_until;
 
-const LOCK_SELECTOR: &str = "workflow.rxg456.cn/lock";
-
 /// The `Succeeded` condition's reason of group `name`.
 fn reason_of(ns: &str, name: &str) -> String {
     succeeded_condition(&get(ns, &format!("workflowgroup/{name}")))["reason"]
@@ -60,34 +58,6 @@ fn wait_no_longer_waiting(ns: &str, name: &str, within: Duration, operator: &Ope
             }
         },
         |reason| format!("{reason}\n{log}"),
-    );
-    waited
-}
-
-/// The lock Leases left in `ns`.
-fn locks_left(ns: &str) -> Vec<String> {
-    list(ns, "leases", Some(LOCK_SELECTOR))
-        .iter()
-        .map(|l| {
-            format!(
-                "{} held by {}",
-                l["metadata"]["name"].as_str().unwrap_or_default(),
-                l["spec"]["holderIdentity"].as_str().unwrap_or_default()
-            )
-        })
-        .collect()
-}
-
-fn wait_no_locks(ns: &str, within: Duration) -> Duration {
-    let ((), waited) = poll_until(
-        Duration::from_millis(200),
-        within,
-        "every lock Lease to be gone",
-        || {
-            let left = locks_left(ns);
-            if left.is_empty() { Ok(()) } else { Err(left) }
-        },
-        |left| format!("locks left: {left:?}"),
     );
     waited
 }

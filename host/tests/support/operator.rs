@@ -659,3 +659,35 @@ pub fn assert_no_overlap(events: &[PodEvent], groups: &[&str]) {
         }
     }
 }
+
+/// The label every lock Lease carries.
+pub const LOCK_SELECTOR: &str = "workflow.rxg456.cn/lock";
+
+/// The lock Leases left in `ns`.
+pub fn locks_left(ns: &str) -> Vec<String> {
+    list(ns, "leases", Some(LOCK_SELECTOR))
+        .iter()
+        .map(|l| {
+            format!(
+                "{} held by {}",
+                l["metadata"]["name"].as_str().unwrap_or_default(),
+                l["spec"]["holderIdentity"].as_str().unwrap_or_default()
+            )
+        })
+        .collect()
+}
+
+/// Waits (at most `within`) until no lock Lease is left in `ns`; the time waited.
+pub fn wait_no_locks(ns: &str, within: Duration) -> Duration {
+    let ((), waited) = poll_until(
+        Duration::from_millis(200),
+        within,
+        "every lock Lease to be gone",
+        || {
+            let left = locks_left(ns);
+            if left.is_empty() { Ok(()) } else { Err(left) }
+        },
+        |left| format!("locks left: {left:?}"),
+    );
+    waited
+}
