@@ -10,7 +10,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help tools plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook
+.PHONY: help tools plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook bench-join
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -60,7 +60,7 @@ run: plugins ## Run the operator against the current kubeconfig, plugins from ta
 
 deploy-plugins: plugins ## Copy the built-in plugins into deploy/plugins/, where the kustomize base takes them
 	mkdir -p deploy/plugins
-	cp $(foreach t,pre-check setup post-check at,$(TARGET_DIR)/plugins/$(t).wasm) deploy/plugins/
+	cp $(foreach t,pre-check setup post-check at decommission,$(TARGET_DIR)/plugins/$(t).wasm) deploy/plugins/
 
 deploy: deploy-plugins ## Install into the current cluster (kustomize base deploy/, image IMG=registry/name:tag)
 	KUBECTL=$(KUBECTL) IMG=$(or $(IMG),workflow-operator:dev) ./scripts/deploy.sh
@@ -74,7 +74,7 @@ demo: tools plugins build image ## Everything on the local cluster: the seed's s
 bench-real-node: plugins ## The seed sample on the real node against the same five pods run by hand (RUNS, default 5)
 	./scripts/bench-real-node.sh
 
-bench-runner: ## workflow-runner's fan-out over SSH: TARGETS (100) on HOSTS (50) target hosts, at PARALLEL ("16 100") at a time (root)
+bench-runner: ## workflow-runner's fan-out over SSH: TARGETS (100) on HOSTS (50) target hosts, at PARALLEL ("16 100") at a time; then --copy of COPY_MB (64) MiB to 1 and 10 targets (root)
 	./scripts/bench-runner.sh
 
 bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once; PEER=argo|tekton|all: peers side by side
@@ -82,6 +82,9 @@ bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, th
 
 bench-reload: plugins ## A plugin ConfigMap changed 10 times on the local cluster: time until each version is served
 	./scripts/bench-reload.sh
+
+bench-join: plugins image ## A cluster-expansion group joining HOSTS (3) target hosts as Nodes, RUNS (3) times: time to Ready by step, operator CPU and RSS (root)
+	./scripts/bench-join.sh
 
 bench-webhook: plugins ## The admission webhook's latency per review, p50/p99 (COUNT reviews per case, PROFILE release|debug)
 	./scripts/bench-webhook.sh

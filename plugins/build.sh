@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the built-in workflow types and the test plugins as WebAssembly components:
-#   target/plugins/<type>.wasm        pre-check, setup, post-check, at (what the operator ships)
+#   target/plugins/<type>.wasm        pre-check, setup, post-check, at, decommission (what the operator ships)
 #   target/test-plugins/<name>.wasm   hostile, sleepy-init, sleepy-info, recursive-schema, contract-v0-1, contract-v0-2,
 #                                     wrong-contract, no-export, pre-check-v2 (host tests)
 # Called by `make plugins`. The toolchain and the wasm32-wasip2 target are the ones
@@ -22,6 +22,7 @@ builtins=(
     workflow-plugin-setup:plugins/setup.wasm
     workflow-plugin-post-check:plugins/post-check.wasm
     workflow-plugin-at:plugins/at.wasm
+    workflow-plugin-decommission:plugins/decommission.wasm
 )
 test_plugins=(
     test-plugin-hostile:test-plugins/hostile.wasm

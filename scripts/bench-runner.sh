@@ -4,7 +4,8 @@
 # namespaces), at each of PARALLEL (default "16 100") targets at a time, RUNS times (default 5);
 # prints min / median / max wall time, the runner's own CPU time and peak RSS per setting. The
 # target hosts share the machine: on 2 cores their sshd (a fork and exec per login) takes most
-# of the CPU. Release build; needs root.
+# of the CPU. Then file delivery (`--copy`): COPY_MB MiB (default 64) to 1 and to 10 targets,
+# MiB/s per target and in all. Release build; needs root.
 #
 #   scripts/bench-runner.sh              (make bench-runner)
 set -euo pipefail
@@ -51,5 +52,37 @@ t = [float(r[0]) for r in rows]
 rss = max(int(r[1]) for r in rows) / 1024
 cpu = statistics.median(float(r[2]) + float(r[3]) for r in rows)
 print(f"| `--parallel {sys.argv[2]}` | {min(t):.2f} / {statistics.median(t):.2f} / {max(t):.2f} s | {cpu:.2f} s | {rss:.1f} MiB |")
+PY
+done
+
+# File delivery (--copy): a COPY_MB MiB file (default 64) to 1 target, then to 10 targets on 10
+# hosts at once, RUNS times each; each run's command removes it again, so every run sends it.
+COPY_MB="${COPY_MB:-64}"
+head -c "$(( COPY_MB * 1024 * 1024 ))" /dev/urandom >"$work/payload"
+printf '\n| `--copy` of %s MiB, %s runs | wall time min / median / max | per target, median | all targets, median | peak RSS |\n|---|---|---|---|---|\n' \
+  "$COPY_MB" "$RUNS"
+for count in 1 10; do
+  python3 - "$work/hosts.txt" "$count" >"$work/copy-targets.json" <<'PY'
+import json, sys
+hosts = [line.split() for line in open(sys.argv[1]) if line.strip()]
+print(json.dumps([{"name": f"copy-{i}", "ip": hosts[i][1], "role": "Worker"} for i in range(int(sys.argv[2]))]))
+PY
+  : >"$work/times"
+  for _ in $(seq 1 "$RUNS"); do
+    /usr/bin/env time -f '%e %M %U %S' -o "$work/one" "$runner" --targets-file "$work/copy-targets.json" \
+      --key "$work/hosts/ssh-privatekey" --known-hosts "$work/hosts/known_hosts" \
+      --termination-log "$work/report" --parallel 16 --copy "$work/payload:/var/tmp/bench-copy.bin:0644" \
+      -- rm -f /var/tmp/bench-copy.bin >/dev/null \
+      || { say "the runner failed:"; cat "$work/report" >&2; exit 1; }
+    cat "$work/one" >>"$work/times"
+  done
+  python3 - "$work/times" "$count" "$COPY_MB" <<'PY'
+import statistics, sys
+rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
+t = [float(r[0]) for r in rows]
+rss = max(int(r[1]) for r in rows) / 1024
+n, mb = int(sys.argv[2]), float(sys.argv[3])
+median = statistics.median(t)
+print(f"| {n} target{'s' if n > 1 else ''} | {min(t):.2f} / {median:.2f} / {max(t):.2f} s | {mb / median:.0f} MiB/s | {n * mb / median:.0f} MiB/s | {rss:.1f} MiB |")
 PY
 done

@@ -2,8 +2,9 @@
 # make demo: the local cluster, the CRDs, the operator, and the seed's sample WorkflowGroup run
 # to Completed. Then, as root (with the local cluster's real node and the step image of `make
 # image`), the same sample against three target hosts it starts (real sshd in network
-# namespaces, tests/cluster/target-hosts.sh): checked, set up and verified for real. Leaves the
-# cluster, the operator and the hosts running; `make cluster-down` stops them all.
+# namespaces, tests/cluster/target-hosts.sh): checked, set up, joined to the cluster as Nodes
+# (setup's join, with the opt-in rights of deploy/join/) and verified Ready for real. Leaves the
+# cluster, the operator and the hosts (now Nodes) running; `make cluster-down` stops them all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$(pwd)"
@@ -75,7 +76,7 @@ case "$last" in Completed*) ;; *) echo "the group did not complete: $last" >&2; 
 
 hosts_part() {
   local hosts="$STATE/target-hosts" ns=demo-hosts
-  step "The same sample against three target hosts (sshd in network namespaces), on the real node"
+  step "The same sample against three target hosts (sshd in network namespaces), on the real node: they join the cluster"
   tests/cluster/node.sh import-image target/image/workflow-step.tar >/dev/null
   tests/cluster/target-hosts.sh down "$hosts" >/dev/null 2>&1 || true
   tests/cluster/target-hosts.sh up "$hosts" 3 | sed 's/^/    /'
@@ -87,21 +88,35 @@ hosts_part() {
     'echo "$WORKFLOW_TARGET_NAME of $WORKFLOW_CLUSTER_NAME: $WORKFLOW_OS_ID $WORKFLOW_OS_VERSION, $WORKFLOW_PACKAGE_MANAGER" >/etc/node-configured' \
     'echo configured' >"$hosts/configure.sh"
   kubectl -n "$ns" create configmap node-scripts --from-file=configure.sh="$hosts/configure.sh" >/dev/null
-  echo "    Secret workflow-ssh (the hosts' key and known_hosts), ConfigMap node-scripts (configure.sh)"
+  # The opt-in rights of deploy/join/, for the ServiceAccount workflow-node-joiner of this namespace.
+  # (The file makes the namespace too; kubectl's note that `create` made it is left out.)
+  sed "s/workflow-nodes/$ns/g" deploy/join/join.yaml | kubectl apply -f - 2>&1 >/dev/null \
+    | { grep -v last-applied-configuration >&2 || true; }
+  echo "    Secret workflow-ssh (the hosts' key and known_hosts), ConfigMap node-scripts (configure.sh),"
+  echo "    ServiceAccount workflow-node-joiner with the rights of deploy/join/"
+  # The kubelet the real node runs, and the images it imports (the hosts see this machine's files).
+  export DEMO_KUBELET="$(tests/cluster/build.sh --print-bin-dir)/kubelet"
+  export DEMO_IMAGES="${WORKFLOW_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator}/node-images"
+  step "kubectl get nodes (before)"
+  kubectl get nodes
   # The sample as it is, its targets' addresses rewritten to the hosts, with what setup
   # installs and post-check verifies, and the real node's placement.
   sample_on_hosts "$SAMPLE" "$hosts/hosts" workflowgroup-sample | python3 -c '
-import json, sys
+import json, os, sys
 group = json.load(sys.stdin)
+images = os.environ["DEMO_IMAGES"]
 group["spec"]["params"] = {
-    "setup": {"packages": ["workflow-test-marker"], "scriptFile": "/etc/workflow/scripts/configure.sh"},
+    "setup": {"packages": ["workflow-test-marker"], "scriptFile": "/etc/workflow/scripts/configure.sh",
+              "join": {"kubelet": os.environ["DEMO_KUBELET"], "sandboxImage": "localhost/workflow-pause:1.0",
+                       "images": [images + "/pause.tar", images + "/busybox.tar"]}},
     "post-check": {"packages": ["workflow-test-marker"], "files": ["/etc/node-configured"],
-                   "commands": ["workflow-test-marker"]},
+                   "commands": ["workflow-test-marker"], "nodeReady": True},
 }
 group["spec"]["podTemplates"] = {"setup": {
+    "serviceAccountName": "workflow-node-joiner",
     "volumes": [{"name": "scripts", "configMap": {"name": "node-scripts"}}],
     "volumeMounts": [{"name": "scripts", "mountPath": "/etc/workflow/scripts", "readOnly": True}],
-}}
+}, "post-check": {"serviceAccountName": "workflow-node-joiner"}}
 json.dump(group, sys.stdout)' >"$hosts/group.json"
   python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); print("    targets:", ", ".join(t["name"]+" "+t["ip"] for t in g["spec"]["targets"])); print("    params:", json.dumps(g["spec"]["params"]))' "$hosts/group.json"
   local begin
@@ -124,6 +139,8 @@ for wf in sorted(json.load(sys.stdin)["items"], key=lambda w: w["metadata"]["cre
       "$(tests/cluster/target-hosts.sh exec "$hosts" "$n" cat /etc/node-configured 2>&1)"
   done
   printf '  this machine: %s\n' "$(command -v workflow-test-marker || echo 'no workflow-test-marker (nothing was installed here)')"
+  step "kubectl get nodes (after: the hosts are Nodes)"
+  kubectl get nodes -o wide
   case "$last" in Completed*) ;; *) echo "the group against the hosts did not complete: $last" >&2; return 1 ;; esac
 }
 

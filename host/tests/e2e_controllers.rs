@@ -1029,7 +1029,7 @@ fn rendered_install() -> (Vec<Value>, Vec<u8>) {
     );
     let base = copy.path().join("deploy");
     std::fs::create_dir_all(base.join("plugins")).expect("plugins directory");
-    for t in ["pre-check", "setup", "post-check", "at"] {
+    for t in BUILTIN_TYPES {
         std::fs::copy(
             built_plugin(t),
             base.join("plugins").join(format!("{t}.wasm")),
@@ -1102,7 +1102,13 @@ fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_
     plugins.sort();
     assert_eq!(
         plugins,
-        ["at.wasm", "post-check.wasm", "pre-check.wasm", "setup.wasm"],
+        [
+            "at.wasm",
+            "decommission.wasm",
+            "post-check.wasm",
+            "pre-check.wasm",
+            "setup.wasm"
+        ],
         "one labelled ConfigMap per built-in type"
     );
 
@@ -1162,7 +1168,7 @@ fn the_image_entrypoint_runs_as_the_service_account_on_the_installed_plugin_conf
     let mut operator = Operator::spawn_program(&entrypoint, &ns, []);
     operator.wait_for_log("controllers started");
     let served = served_plugins(&mut operator);
-    for t in ["pre-check", "setup", "post-check", "at"] {
+    for t in BUILTIN_TYPES {
         assert!(
             served_digest(&served, t).is_some(),
             "{t} is not served: {served}"

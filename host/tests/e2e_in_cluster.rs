@@ -158,7 +158,7 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
     let root = repo_root();
     let plugins = root.join("deploy/plugins");
     std::fs::create_dir_all(&plugins).expect("deploy/plugins");
-    for t in ["pre-check", "setup", "post-check", "at"] {
+    for t in BUILTIN_TYPES {
         std::fs::copy(built_plugin(t), plugins.join(format!("{t}.wasm"))).expect("copy a plugin");
     }
     let kubeconfig = cluster

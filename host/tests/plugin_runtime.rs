@@ -331,7 +331,7 @@ fn plugins_built_with_the_sdk_import_only_the_contract() {
     let mut config = wasmtime::Config::new();
     config.wasm_component_model(true);
     let engine = wasmtime::Engine::new(&config).expect("engine");
-    for name in ["pre-check", "setup", "post-check", "at"] {
+    for name in ["pre-check", "setup", "post-check", "at", "decommission"] {
         let component =
             wasmtime::component::Component::new(&engine, builtin(name)).expect("component");
         let imports: Vec<String> = component

@@ -40,6 +40,9 @@ use serde::Deserialize;
 
 /// The runner's name in the step image.
 pub const RUNNER: &str = "workflow-runner";
+/// The taint a joining Node registers with (effect `NoSchedule`), so that nothing lands on it
+/// before it is Ready; [`nodes_ready`] removes it from each Node once it is.
+pub const JOINING_TAINT: &str = "workflow.rxg456.cn/joining";
 /// The step's environment variable holding the script the runner runs on every target.
 pub const COMMAND_ENV: &str = "WORKFLOW_SSH_COMMAND";
 /// The step's environment variable holding [`TargetBudget::max_failed_targets`].
@@ -201,9 +204,11 @@ pub fn on_targets(
 }
 
 /// A step named `name` that checks, through the API server, that each target's Node object
-/// (the Node named as the target) is Ready, waiting up to `timeout_seconds`; it reports per
-/// target as [`on_targets`] steps do. Its pod needs a service account that may get nodes (the
-/// group's `podTemplates.<type>.serviceAccountName`); only `ssh.roles` of `ssh` applies.
+/// (the Node named as the target) is Ready, waiting up to `timeout_seconds`, and then removes
+/// the [`JOINING_TAINT`] from it when it has it; it reports per target as [`on_targets`] steps
+/// do. Its pod needs a service account that may get nodes (and patch them, for a Node that has
+/// the taint: the group's `podTemplates.<type>.serviceAccountName`); only `ssh.roles` of `ssh`
+/// applies.
 ///
 /// ```
 /// use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget};
@@ -226,6 +231,7 @@ pub fn nodes_ready(
     step.env.retain(|e| e.name != COMMAND_ENV);
     step.env("WORKFLOW_CHECK_NODE_READY", "true")
         .env("WORKFLOW_NODE_READY_TIMEOUT", timeout_seconds.to_string())
+        .env("WORKFLOW_NODE_READY_REMOVE_TAINT", JOINING_TAINT)
         // The pod outlives the wait: the runner reports before the kubelet would stop it.
         .timeout_secs(timeout_seconds.saturating_add(60))
 }

@@ -16,6 +16,8 @@
 //! reach some (the message names them), 2 when the runner could not run at all (no key, no
 //! targets file, bad arguments).
 
+mod drain;
+mod join;
 mod nodes;
 mod output;
 mod report;
@@ -98,10 +100,51 @@ struct Args {
     /// Seconds `--node-ready` waits for the Nodes to be Ready.
     #[arg(long, env = "WORKFLOW_NODE_READY_TIMEOUT", default_value_t = 300)]
     node_ready_timeout: u64,
+    /// With `--node-ready`: once a Node is Ready, remove this taint from it (the taint a
+    /// joining Node registers with, so that nothing lands on it before it is Ready).
+    #[arg(long, env = "WORKFLOW_NODE_READY_REMOVE_TAINT")]
+    remove_taint: Option<String>,
+    /// Mint a bootstrap token for this run (a Secret in kube-system, deleted when the run ends)
+    /// and send every target, on its standard input, a bootstrap kubeconfig with it: the input
+    /// of setup's join-cluster script. Needs the service account deploy/join/ grants.
+    #[arg(long, env = "WORKFLOW_JOIN", conflicts_with = "stdin_file")]
+    join: bool,
+    /// With `--join`: the API server's URL as the targets reach it (default: the address the
+    /// `default/kubernetes` Endpoints list).
+    #[arg(long, env = "WORKFLOW_JOIN_API_SERVER")]
+    join_api_server: Option<String>,
+    /// With `--join`: seconds the bootstrap token is valid for, should the runner not delete it.
+    #[arg(long, env = "WORKFLOW_JOIN_TOKEN_TTL", default_value_t = 900)]
+    join_token_ttl: u64,
+    /// Instead of running a command over SSH: cordon each target's Node and evict its pods
+    /// through the Eviction API (PodDisruptionBudgets respected), as `kubectl drain` does.
+    #[arg(long, env = "WORKFLOW_DRAIN")]
+    drain: bool,
+    /// Seconds a Node's drain may take.
+    #[arg(long, env = "WORKFLOW_DRAIN_TIMEOUT", default_value_t = 300)]
+    drain_timeout: u64,
+    /// The grace period of evicted pods (their own when not given).
+    #[arg(long, env = "WORKFLOW_DRAIN_GRACE_PERIOD")]
+    drain_grace_period: Option<i64>,
+    /// Evict pods with emptyDir volumes too (their data is lost).
+    #[arg(long, env = "WORKFLOW_DRAIN_DELETE_EMPTYDIR_DATA")]
+    drain_delete_emptydir_data: bool,
+    /// Evict pods no controller manages too (nothing makes them again).
+    #[arg(long, env = "WORKFLOW_DRAIN_FORCE")]
+    drain_force: bool,
+    /// Instead of running a command over SSH: delete each target's Node object.
+    #[arg(long, env = "WORKFLOW_DELETE_NODES")]
+    delete_nodes: bool,
     /// A file sent to the command's standard input on every target (at most 1 MiB), e.g. a
     /// script from a ConfigMap the pod template mounts; without it the input is empty.
     #[arg(long, env = "WORKFLOW_SSH_STDIN_FILE")]
     stdin_file: Option<PathBuf>,
+    /// Files of the step pod (the step image, a ConfigMap or Secret mount, a volume) to deliver
+    /// to every target before the command runs, as `SOURCE:DESTINATION[:MODE]` (mode octal,
+    /// default 0644), comma-separated: streamed over the session, checked against their
+    /// SHA-256 on the target and renamed into place; one already there is not sent again.
+    #[arg(long = "copy", env = "WORKFLOW_SSH_COPY", value_delimiter = ',')]
+    copies: Vec<String>,
     /// Bytes of one target's output copied to the log; the rest is counted.
     #[arg(long, env = "WORKFLOW_SSH_LOG_LIMIT", default_value_t = 64 * 1024)]
     log_limit: usize,
@@ -146,8 +189,8 @@ enum Error {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.node_ready {
-        return check_nodes(&args);
+    if args.node_ready || args.drain || args.delete_nodes {
+        return through_api(&args);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -156,10 +199,37 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return refuse(&args, &Error::Usage(format!("start the runtime: {error}"))),
     };
-    match prepare(&args) {
-        Ok((session, targets)) => runtime.block_on(run(&args, session, targets)),
-        Err(error) => refuse(&args, &error),
+    let (mut session, targets) = match prepare(&args) {
+        Ok(prepared) => prepared,
+        Err(error) => return refuse(&args, &error),
+    };
+    if !args.join {
+        return runtime.block_on(run(&args, session, targets));
     }
+    let minted = nodes::Api::in_cluster().and_then(|api| {
+        let ttl = Duration::from_secs(args.join_token_ttl.max(60));
+        join::mint(&api, ttl, args.join_api_server.as_deref()).map(|bootstrap| (api, bootstrap))
+    });
+    let (api, bootstrap) = match minted {
+        Ok(minted) => minted,
+        Err(why) => return refuse(&args, &Error::Api(why)),
+    };
+    println!(
+        "bootstrap token {} made for this run (expires in {} s unless deleted first)",
+        bootstrap.secret,
+        args.join_token_ttl.max(60)
+    );
+    session.command = format!("{}{}", bootstrap.assignments, session.command);
+    session.stdin = Arc::new(bootstrap.kubeconfig.clone());
+    let code = runtime.block_on(run(&args, session, targets));
+    match join::revoke(&api, &bootstrap) {
+        Ok(()) => eprintln!("bootstrap token {} deleted", bootstrap.secret),
+        Err(why) => eprintln!(
+            "workflow-runner: the bootstrap token {} was not deleted ({why}); it expires by itself",
+            bootstrap.secret
+        ),
+    }
+    code
 }
 
 /// The session settings and the targets to work on, or why there are none.
@@ -209,6 +279,12 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
         None => Vec::new(),
     };
     let targets = read_targets(args)?;
+    let copies = args
+        .copies
+        .iter()
+        .map(String::as_str)
+        .map(copy_of)
+        .collect::<Result<Vec<_>, _>>()?;
     let session = Session {
         user: args.user.clone(),
         port: args.port,
@@ -218,8 +294,50 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
         command_timeout: Duration::from_secs(args.command_timeout),
         command,
         stdin: Arc::new(stdin),
+        copies: Arc::new(copies),
     };
     Ok((session, targets))
+}
+
+/// A `--copy` of `SOURCE:DESTINATION[:MODE]`, its source read once for its SHA-256.
+fn copy_of(spec: &str) -> Result<ssh::Copy, Error> {
+    use sha2::Digest as _;
+    use std::io::Read as _;
+    let bad = |why: &str| Error::Usage(format!("--copy {spec:?}: {why}"));
+    let mut parts = spec.trim().splitn(3, ':');
+    let (from, to) = match (parts.next(), parts.next()) {
+        (Some(from), Some(to)) if !from.is_empty() && to.starts_with('/') => (from, to),
+        _ => {
+            return Err(bad(
+                "give SOURCE:DESTINATION[:MODE], the destination an absolute path",
+            ));
+        }
+    };
+    let mode = parts.next().unwrap_or("0644");
+    if mode.is_empty() || mode.len() > 4 || !mode.chars().all(|c| ('0'..='7').contains(&c)) {
+        return Err(bad("the mode must be octal, e.g. 0755"));
+    }
+    let mut file = std::fs::File::open(from).map_err(|e| bad(&format!("open {from}: {e}")))?;
+    let mut hasher = sha2::Sha256::new();
+    let mut buffer = vec![0u8; 64 * 1024];
+    let mut size = 0u64;
+    loop {
+        let n = file
+            .read(&mut buffer)
+            .map_err(|e| bad(&format!("read {from}: {e}")))?;
+        if n == 0 {
+            break;
+        }
+        size += n as u64;
+        hasher.update(&buffer[..n]);
+    }
+    Ok(ssh::Copy {
+        from: PathBuf::from(from),
+        to: to.to_owned(),
+        mode: mode.to_owned(),
+        sha256: hex::encode(hasher.finalize()),
+        size,
+    })
 }
 
 /// The most a stdin file may hold: it is sent whole to every target.
@@ -291,8 +409,8 @@ async fn run(args: &Args, session: Session, targets: Vec<Target>) -> ExitCode {
     finish(args, &results)
 }
 
-/// `--node-ready`: each target's Node, through the API server.
-fn check_nodes(args: &Args) -> ExitCode {
+/// `--node-ready`, `--drain`, `--delete-nodes`: each target's Node, through the API server.
+fn through_api(args: &Args) -> ExitCode {
     let targets = match read_targets(args) {
         Ok(targets) => targets,
         Err(error) => return refuse(args, &error),
@@ -301,8 +419,24 @@ fn check_nodes(args: &Args) -> ExitCode {
         Ok(api) => api,
         Err(why) => return refuse(args, &Error::Api(why)),
     };
+    if args.drain {
+        let namespace = nodes::pod_namespace().unwrap_or_default();
+        let group = std::env::var("WORKFLOW_GROUP").unwrap_or_default();
+        let options = drain::DrainOptions {
+            timeout: Duration::from_secs(args.drain_timeout),
+            grace_period: args.drain_grace_period,
+            delete_empty_dir_data: args.drain_delete_emptydir_data,
+            force: args.drain_force,
+            owner: format!("{namespace}/{group}"),
+        };
+        return finish(args, &drain::drain(&api, &targets, &options));
+    }
+    if args.delete_nodes {
+        return finish(args, &drain::delete_nodes(&api, &targets));
+    }
     let timeout = Duration::from_secs(args.node_ready_timeout);
-    finish(args, &nodes::check(&api, &targets, timeout))
+    let remove = args.remove_taint.as_deref().filter(|k| !k.is_empty());
+    finish(args, &nodes::check(&api, &targets, timeout, remove))
 }
 
 /// Reports `results` (stdout and the termination message); 0 when every target is ok.

@@ -16,11 +16,19 @@ const SERVICE_ACCOUNT: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 /// How often a Node that is not Ready yet is read again.
 const POLL: Duration = Duration::from_secs(2);
 
+/// The namespace the pod runs in, as its service account says.
+pub fn pod_namespace() -> Option<String> {
+    std::fs::read_to_string(Path::new(SERVICE_ACCOUNT).join("namespace"))
+        .ok()
+        .map(|ns| ns.trim().to_owned())
+}
+
 /// The API server, as the pod's service account reaches it.
 pub struct Api {
     agent: ureq::Agent,
     base: String,
     token: String,
+    ca_pem: Vec<u8>,
 }
 
 /// What the API server says of one Node.
@@ -80,7 +88,113 @@ impl Api {
             agent,
             base: base.trim_end_matches('/').to_owned(),
             token: token.to_owned(),
+            ca_pem: ca_pem.to_vec(),
         })
+    }
+
+    /// The cluster's CA certificates (PEM), as the service account has them.
+    pub fn ca_pem(&self) -> &[u8] {
+        &self.ca_pem
+    }
+
+    /// `GET path` as JSON; `None` when it does not exist.
+    pub fn get_json(&self, path: &str) -> Result<Option<serde_json::Value>, String> {
+        let (status, body) = self.send("GET", path, None, "")?;
+        match status {
+            200 => serde_json::from_str(&body)
+                .map(Some)
+                .map_err(|e| format!("GET {path}: {e}")),
+            404 => Ok(None),
+            other => Err(format!("GET {path}: HTTP {other}: {}", api_message(&body))),
+        }
+    }
+
+    /// `POST path` of `body`: the status and, when it is not a success, the API server's words.
+    pub fn post(&self, path: &str, body: &serde_json::Value) -> Result<(u16, String), String> {
+        let (status, text) = self.send("POST", path, Some(body), "application/json")?;
+        Ok((status, api_message(&text)))
+    }
+
+    /// `POST path` of `body`, which must succeed.
+    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Result<(), String> {
+        match self.post(path, body)? {
+            (200..=299, _) => Ok(()),
+            (status, why) => Err(format!("HTTP {status}: {why}")),
+        }
+    }
+
+    /// `PATCH path` with a JSON patch.
+    pub fn json_patch(&self, path: &str, patch: &serde_json::Value) -> Result<(), String> {
+        self.patch(path, patch, "application/json-patch+json")
+    }
+
+    /// `PATCH path` with a JSON merge patch.
+    pub fn merge_patch(&self, path: &str, patch: &serde_json::Value) -> Result<(), String> {
+        self.patch(path, patch, "application/merge-patch+json")
+    }
+
+    fn patch(&self, path: &str, patch: &serde_json::Value, kind: &str) -> Result<(), String> {
+        let (status, text) = self.send("PATCH", path, Some(patch), kind)?;
+        match status {
+            200..=299 => Ok(()),
+            other => Err(format!(
+                "PATCH {path}: HTTP {other}: {}",
+                api_message(&text)
+            )),
+        }
+    }
+
+    /// `DELETE path`; gone already counts as deleted.
+    pub fn delete(&self, path: &str) -> Result<(), String> {
+        let (status, text) = self.send("DELETE", path, None, "")?;
+        match status {
+            200..=299 | 404 => Ok(()),
+            other => Err(format!(
+                "DELETE {path}: HTTP {other}: {}",
+                api_message(&text)
+            )),
+        }
+    }
+
+    fn send(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&serde_json::Value>,
+        content_type: &str,
+    ) -> Result<(u16, String), String> {
+        let url = format!("{}{path}", self.base);
+        let auth = format!("Bearer {}", self.token);
+        let failed = |e: ureq::Error| format!("{method} {url}: {e}");
+        let mut response = match (method, body) {
+            ("GET", _) => self.agent.get(&url).header("Authorization", &auth).call(),
+            ("DELETE", _) => self
+                .agent
+                .delete(&url)
+                .header("Authorization", &auth)
+                .call(),
+            (_, Some(body)) => {
+                let request = if method == "POST" {
+                    self.agent.post(&url)
+                } else {
+                    self.agent.patch(&url)
+                };
+                request
+                    .header("Authorization", &auth)
+                    .header("Content-Type", content_type)
+                    .send(body.to_string().as_bytes())
+            }
+            (_, None) => return Err(format!("{method} {url}: no body")),
+        }
+        .map_err(failed)?;
+        let status = response.status().as_u16();
+        let text = response
+            .body_mut()
+            .with_config()
+            .limit(4 * 1024 * 1024)
+            .read_to_string()
+            .map_err(|e| format!("{method} {url}: read the answer: {e}"))?;
+        Ok((status, text))
     }
 
     /// The state of the Node `name`, or why it could not be read.
@@ -110,6 +224,41 @@ impl Api {
             other => Err(format!("GET {url}: HTTP {other}")),
         }
     }
+}
+
+/// The `message` of an API server's Status, or the start of the body.
+fn api_message(body: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v["message"].as_str().map(str::to_owned))
+        .unwrap_or_else(|| body.chars().take(200).collect())
+}
+
+/// Removes the taint `key` from the Node `name` when it has it (a JSON patch that tests the
+/// taint is still at that index, so a concurrent change of the taints is not overwritten).
+pub fn remove_taint(api: &Api, name: &str, key: &str) -> Result<bool, String> {
+    let path = format!("/api/v1/nodes/{name}");
+    let node = api
+        .get_json(&path)?
+        .ok_or(format!("no Node named {name}"))?;
+    let taints = node["spec"]["taints"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    let Some(index) = taints.iter().position(|t| t["key"] == key) else {
+        return Ok(false);
+    };
+    let patch = serde_json::json!([
+        {"op": "test", "path": format!("/spec/taints/{index}"), "value": taints[index]},
+        {"op": "remove", "path": format!("/spec/taints/{index}")},
+    ]);
+    api.json_patch(&path, &patch).map_err(|why| {
+        format!(
+            "could not remove the taint {key} from Node {name}: {why} (the step's service \
+             account needs patch on nodes, as deploy/join/ grants)"
+        )
+    })?;
+    Ok(true)
 }
 
 #[derive(Deserialize)]
@@ -148,7 +297,12 @@ pub fn node_state(json: &str) -> NodeState {
 }
 
 /// Checks every target's Node until all are Ready or `timeout` has passed.
-pub fn check(api: &Api, targets: &[Target], timeout: Duration) -> Vec<TargetResult> {
+pub fn check(
+    api: &Api,
+    targets: &[Target],
+    timeout: Duration,
+    remove: Option<&str>,
+) -> Vec<TargetResult> {
     let start = Instant::now();
     let mut pending: Vec<usize> = (0..targets.len()).collect();
     let mut results: Vec<Option<TargetResult>> = vec![None; targets.len()];
@@ -156,7 +310,18 @@ pub fn check(api: &Api, targets: &[Target], timeout: Duration) -> Vec<TargetResu
     loop {
         pending.retain(|&i| {
             let target = &targets[i];
-            match api.node(&target.name) {
+            let state = api
+                .node(&target.name)
+                .and_then(|state| match (state, remove) {
+                    (NodeState::Ready, Some(key)) => {
+                        if remove_taint(api, &target.name, key)? {
+                            println!("[{}] removed the taint {key}", target.name);
+                        }
+                        Ok(NodeState::Ready)
+                    }
+                    (state, _) => Ok(state),
+                });
+            match state {
                 Ok(NodeState::Ready) => {
                     println!("[{}] Node {} is Ready", target.name, target.name);
                     results[i] = Some(TargetResult {

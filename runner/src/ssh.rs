@@ -41,6 +41,22 @@ pub struct Session {
     pub command: String,
     /// Sent as the command's standard input, then end of file (nothing when empty).
     pub stdin: Arc<Vec<u8>>,
+    /// Files copied to the target before the command runs.
+    pub copies: Arc<Vec<Copy>>,
+}
+
+/// A file of the step pod delivered to each target: streamed over the session (never whole in
+/// memory), written beside its destination, checked against its SHA-256 there, then renamed
+/// into place; a destination that already has that content is left alone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Copy {
+    pub from: PathBuf,
+    pub to: String,
+    /// Octal, e.g. `0755`.
+    pub mode: String,
+    /// The source's SHA-256, hex.
+    pub sha256: String,
+    pub size: u64,
 }
 
 /// Runs the session's command on `target`; never fails: every error is the target's outcome.
@@ -168,6 +184,11 @@ async fn execute(
     tail: &mut Tail,
     lines: &mut Lines<'_>,
 ) -> Result<Outcome, String> {
+    for copy in session.copies.iter() {
+        if let Some(failed) = deliver(handle, copy, lines).await? {
+            return Ok(failed);
+        }
+    }
     let mut channel = handle
         .channel_open_session()
         .await
@@ -204,6 +225,99 @@ async fn execute(
         }
     }
     exit.ok_or_else(|| "the session ended without an exit status".to_owned())
+}
+
+/// The target's side of a [`Copy`]: writes a temporary file beside the destination from
+/// standard input, checks its SHA-256, sets its mode and renames it into place. Prints one
+/// line; exits 1 naming what went wrong.
+pub fn copy_command(copy: &Copy) -> String {
+    let (to, sum, mode) = (
+        shell_quote(&copy.to),
+        shell_quote(&copy.sha256),
+        shell_quote(&copy.mode),
+    );
+    format!(
+        "to={to}; sum={sum}; t=\"$to.partial.$$\"; \
+         mkdir -p \"$(dirname \"$to\")\" && (umask 077; cat > \"$t\") \
+         || {{ rm -f \"$t\"; echo \"could not write $t\"; exit 1; }}; \
+         got=\"$(sha256sum < \"$t\" | cut -d' ' -f1)\"; \
+         if [ \"$got\" != \"$sum\" ]; then rm -f \"$t\"; echo \"$to arrived with SHA-256 $got, not $sum\"; exit 1; fi; \
+         chmod {mode} \"$t\" && mv -f \"$t\" \"$to\" && echo \"$to written ({size} bytes)\"",
+        size = copy.size
+    )
+}
+
+/// Delivers `copy` over `handle` unless the destination has its content already; `Some(outcome)`
+/// when it failed on the target.
+async fn deliver(
+    handle: &Handle<HostKeyCheck>,
+    copy: &Copy,
+    lines: &mut Lines<'_>,
+) -> Result<Option<Outcome>, String> {
+    let to = shell_quote(&copy.to);
+    let check = format!(
+        "[ -f {to} ] && [ \"$(sha256sum < {to} | cut -d' ' -f1)\" = {} ] && chmod {} {to}",
+        shell_quote(&copy.sha256),
+        shell_quote(&copy.mode)
+    );
+    if exec_collect(handle, &check, None).await?.0 == Some(0) {
+        lines.push(format!("{} unchanged\n", copy.to).as_bytes());
+        return Ok(None);
+    }
+    let file = tokio::fs::File::open(&copy.from)
+        .await
+        .map_err(|e| format!("open {}: {e}", copy.from.display()))?;
+    let (exit, said) = exec_collect(handle, &copy_command(copy), Some(file)).await?;
+    lines.push(said.as_bytes());
+    match exit {
+        Some(0) => Ok(None),
+        Some(code) => Ok(Some(Outcome::CheckFailed(format!(
+            "copy to {} failed (exit code {code}): {}",
+            copy.to,
+            said.trim()
+        )))),
+        None => Err(format!(
+            "the copy to {} ended without an exit status",
+            copy.to
+        )),
+    }
+}
+
+/// Runs `command` on a channel of its own with `input` (then end of file) as its standard
+/// input; its exit status and the tail of what it printed.
+async fn exec_collect(
+    handle: &Handle<HostKeyCheck>,
+    command: &str,
+    input: Option<tokio::fs::File>,
+) -> Result<(Option<u32>, String), String> {
+    let mut channel = handle
+        .channel_open_session()
+        .await
+        .map_err(|e| format!("open a session channel: {e}"))?;
+    channel
+        .exec(true, command)
+        .await
+        .map_err(|e| format!("start a command: {e}"))?;
+    if let Some(file) = input {
+        channel
+            .data(file)
+            .await
+            .map_err(|e| format!("send a file: {e}"))?;
+    }
+    channel
+        .eof()
+        .await
+        .map_err(|e| format!("send a file: {e}"))?;
+    let mut said = Tail::default();
+    let mut exit = None;
+    while let Some(message) = channel.wait().await {
+        match message {
+            ChannelMsg::Data { data } | ChannelMsg::ExtendedData { data, .. } => said.push(&data),
+            ChannelMsg::ExitStatus { exit_status } => exit = Some(exit_status),
+            _ => {}
+        }
+    }
+    Ok((exit, said.text()))
 }
 
 impl Outcome {

@@ -556,6 +556,87 @@ fn a_stdin_file_is_the_commands_input_on_every_target_and_the_runners_clock_is_i
 }
 
 #[test]
+fn copies_are_streamed_checked_and_renamed_into_place_and_not_sent_again() {
+    let hosts = Hosts::start(&[2, 3]);
+    // 6 MiB: far over what a stdin file may hold, streamed rather than read into memory.
+    let source = hosts.path("kubelet-like");
+    let mut content = Vec::with_capacity(6 << 20);
+    let mut x: u32 = 2_463_534_242;
+    while content.len() < 6 << 20 {
+        x ^= x << 13;
+        x ^= x >> 17;
+        x ^= x << 5;
+        content.extend_from_slice(&x.to_le_bytes());
+    }
+    std::fs::write(&source, &content).expect("source");
+    let dest = hosts.path("delivered/bin/kubelet-like");
+    let spec = format!("{}:{}:0750", source.display(), dest.display());
+    let run = hosts.run(&[("node-1", 2), ("node-2", 3)], &["--copy", &spec], "true");
+    assert_eq!(run.code, Some(0), "{}\n{}", run.report, run.log);
+    assert_eq!(std::fs::read(&dest).expect("delivered"), content);
+    assert!(
+        run.log.contains(&format!(
+            "{} written ({} bytes)",
+            dest.display(),
+            content.len()
+        )),
+        "{}",
+        run.log
+    );
+    let leftovers: Vec<_> = std::fs::read_dir(dest.parent().expect("a directory"))
+        .expect("the directory")
+        .filter_map(|e| e.ok())
+        .map(|e| e.file_name())
+        .filter(|n| n.to_string_lossy().contains(".partial."))
+        .collect();
+    assert!(
+        leftovers.is_empty(),
+        "no temporary file is left: {leftovers:?}"
+    );
+    use std::os::unix::fs::PermissionsExt as _;
+    assert_eq!(
+        std::fs::metadata(&dest)
+            .expect("delivered")
+            .permissions()
+            .mode()
+            & 0o777,
+        0o750
+    );
+
+    // The same content again: not sent, the command still runs.
+    let again = hosts.run(&[("node-1", 2)], &["--copy", &spec], "echo ran");
+    assert_eq!(again.code, Some(0), "{}", again.report);
+    assert!(
+        again.log.contains(&format!("{} unchanged", dest.display()))
+            && again.log.contains("[node-1] ran"),
+        "{}",
+        again.log
+    );
+
+    // A destination that cannot be written fails the target naming it; the command does not run.
+    let blocked = hosts.path("a-file");
+    std::fs::write(&blocked, "not a directory").expect("a file");
+    let bad = format!("{}:{}/kubelet", source.display(), blocked.display());
+    let failed = hosts.run(&[("node-1", 2)], &["--copy", &bad], "echo ran");
+    assert_eq!(failed.code, Some(1), "{}", failed.report);
+    assert!(
+        failed.line_of("node-1").contains("copy to ")
+            && failed.line_of("node-1").contains("could not write"),
+        "{}",
+        failed.report
+    );
+    assert!(!failed.log.contains("[node-1] ran"), "{}", failed.log);
+
+    let missing = hosts.run(&[("node-1", 2)], &["--copy", "/nonexistent:/tmp/x"], "true");
+    assert_eq!(missing.code, Some(2), "{}", missing.report);
+    assert!(
+        missing.report.contains("open /nonexistent"),
+        "{}",
+        missing.report
+    );
+}
+
+#[test]
 fn node_ready_outside_a_pod_refuses_to_start_and_says_what_it_needs() {
     let dir = tempfile::tempdir().expect("temp dir");
     let targets = dir.path().join("targets.json");

@@ -22,13 +22,20 @@
 # and per host hosts.d/<n>/ (sshd_config, host key, sshd.pid, sshd.log, fs/: its root's mount
 # point). DIR's path must not have spaces, commas or colons (they would end a mount option).
 #
-# A host's root: its sshd runs chrooted in a private mount namespace whose / is an overlay of
+# A host's root: its sshd runs chrooted in private mount and UTS namespaces (hostname host-N) whose / is an overlay of
 # this machine's / (read-only beneath it) with its writes in a tmpfs of that namespace; /proc,
 # /dev, /sys (the network namespace's) and DIR itself (at the same path, so what tests put in
 # DIR is shared with this machine) are mounted in it. What a step changes on a host (a package
 # installed, /etc written) is seen on that host only, never on this machine or another host;
 # the mounts are seen only in the namespace. A host that is stopped loses its changes (its
 # namespace and tmpfs go with its sshd): `start` gives it a fresh root. A hung host keeps them.
+#
+# A host can be a Node (a kubelet and containerd of its own, as setup's join starts them): the
+# machine's cgroup hierarchies are mounted again in its root, /var/lib/containerd is a tmpfs
+# (containerd's overlayfs snapshotter cannot stack on the overlay root), and
+# /etc/default/kubelet gives its kubelet the cgroup root wft-<id>-N, made in every hierarchy.
+# `stop` and `down` end every process of a host, its pods' (found by that cgroup) included, and
+# `down` removes the cgroups.
 #
 # Packages: `up` builds into DIR/apt-repo/ the package workflow-test-marker 1.0 (Architecture
 # all: /usr/share/workflow-test-marker/installed and /usr/bin/workflow-test-marker, which prints
@@ -168,6 +175,59 @@ Description: marker package of workflow-operator's target hosts
   } >"${repo}/Release"
 )
 
+cgroup_root_of() { echo "wft-${ID}-$1"; }
+
+# This machine's cgroup hierarchies: "mount point, type, options" per line (from PID 1's view:
+# `ip netns exec` hides them in ours).
+machine_cgroups() {
+  awk '{ for (i = 7; $i != "-"; i++) {}; if ($(i + 1) ~ /^cgroup2?$/) print $5, $(i + 1), $(i + 3) }' /proc/1/mountinfo
+}
+
+# mount_cgroups ROOT: the machine's cgroup hierarchies again under ROOT/sys/fs/cgroup (mounting
+# a v1 hierarchy again attaches the same one), so a kubelet and containerd run in the host.
+mount_cgroups() {
+  local root="$1" point type options
+  mount -t tmpfs -o mode=0755 cgroup "${root}/sys/fs/cgroup"
+  while read -r point type options; do
+    [[ "${point}" == /sys/fs/cgroup/* ]] || continue
+    mkdir -p "${root}${point}"
+    mount -t "${type}" -o "${options}" "${type}" "${root}${point}"
+  done < <(machine_cgroups)
+}
+
+# make_cgroup_root N: host N's kubelet's cgroup root in every v1 hierarchy (a new cpuset cgroup
+# has no CPUs or memory nodes until given its parent's).
+make_cgroup_root() {
+  local m dir
+  for m in $(machine_cgroups | awk '$2 == "cgroup" { print $1 }'); do
+    dir="${m}/$(cgroup_root_of "$1")"
+    mkdir -p "${dir}"
+    if [[ -f "${m}/cpuset.cpus" ]]; then
+      cat "${m}/cpuset.cpus" >"${dir}/cpuset.cpus"
+      cat "${m}/cpuset.mems" >"${dir}/cpuset.mems"
+    fi
+  done
+}
+
+# cgroup_pids [N]: every process in a cgroup of this DIR's hosts (or of host N): pods'
+# containers live in network namespaces of their own, where `ip netns pids` does not see them.
+cgroup_pids() {
+  local m
+  for m in $(machine_cgroups | awk '$2 == "cgroup" { print $1 }'); do
+    find "${m}" -mindepth 1 -maxdepth 1 -type d -name "wft-${ID}-${1:-*}" -print0 2>/dev/null \
+      | xargs -0 -r -I{} find {} -name cgroup.procs -exec cat {} + 2>/dev/null
+  done | sort -un
+}
+
+# remove_cgroups: this DIR's hosts' cgroups, deepest first.
+remove_cgroups() {
+  local m
+  for m in $(machine_cgroups | awk '$2 == "cgroup" { print $1 }'); do
+    find "${m}" -mindepth 1 -maxdepth 1 -type d -name "wft-${ID}-*" -print0 2>/dev/null \
+      | xargs -0 -r -I{} find {} -depth -type d -exec rmdir {} + 2>/dev/null || true
+  done
+}
+
 # enter_root N (the command `_root DIR N`, run by start_sshd in host N's network namespace and a
 # fresh private mount namespace): mounts the host's root and execs its sshd there, chrooted.
 enter_root() {
@@ -178,8 +238,18 @@ enter_root() {
   mount -t tmpfs -o mode=0755 "$(ns_of "${n}")" "${fs}"
   mkdir "${fs}/upper" "${fs}/work" "${root}"
   mount -t overlay -o "lowerdir=/,upperdir=${fs}/upper,workdir=${fs}/work" "$(ns_of "${n}")" "${root}"
-  # /sys is the network namespace's, as `ip netns exec` mounted it.
+  # /sys is the network namespace's, as `ip netns exec` mounted it: it has no cgroups.
   for d in proc dev sys; do mount --rbind "/${d}" "${root}/${d}"; done
+  mount_cgroups "${root}"
+  # containerd's overlayfs snapshotter cannot stack on the overlay root.
+  mkdir -p "${root}/var/lib/containerd"
+  mount -t tmpfs -o mode=0711 "$(ns_of "${n}")-containerd" "${root}/var/lib/containerd"
+  # Its own hostname (its own UTS namespace) and, as kubeadm's /etc/default/kubelet would say,
+  # its kubelet's cgroup root, beside this machine's and the other hosts'.
+  hostname "host-${n}"
+  echo "host-${n}" >"${root}/etc/hostname"
+  mkdir -p "${root}/etc/default"
+  echo "KUBELET_EXTRA_ARGS=--cgroup-root=/$(cgroup_root_of "${n}")" >"${root}/etc/default/kubelet"
   mkdir -p "${root}${DIR}"
   mount --bind "${DIR}" "${root}${DIR}"
   # sshd's privilege separation directory, as its service would create it.
@@ -196,7 +266,8 @@ start_sshd() {
   local n="$1" h="${DIR}/hosts.d/$1"
   rm -f "${h}/sshd.pid"
   mkdir -p "${h}/fs"
-  ip netns exec "$(ns_of "${n}")" unshare --mount --propagation private "${SELF}" _root "${DIR}" "${n}" \
+  make_cgroup_root "${n}"
+  ip netns exec "$(ns_of "${n}")" unshare --mount --uts --propagation private "${SELF}" _root "${DIR}" "${n}" \
     || die "host ${n}: its root or sshd did not come up: $(tail -5 "${h}/sshd.log" 2>/dev/null)"
   local i
   for (( i = 0; i < 500; i++ )); do
@@ -219,9 +290,13 @@ start_host() {
   start_sshd "$1"
 }
 
-stop_sshd() {
-  local pid
-  if pid="$(sshd_pid "$1")"; then end_processes "${pid}"; fi
+# stop_host N: ends host N's sshd and everything it started (a kubelet, containerd, pods).
+stop_host() {
+  local pid pids=() more
+  if pid="$(sshd_pid "$1")"; then pids+=("${pid}"); fi
+  mapfile -t more < <(ip netns pids "$(ns_of "$1")" 2>/dev/null || true; cgroup_pids "$1")
+  pids+=("${more[@]}")
+  end_processes "${pids[@]}"
   rm -f "${DIR}/hosts.d/$1/sshd.pid"
 }
 
@@ -237,7 +312,7 @@ exec_in() {
   [[ $# -gt 0 ]] || die "usage: $0 exec DIR N CMD..."
   pid="$(sshd_pid "${n}")" || die "host ${n} is down: start it first"
   # Its mount and network namespaces, its root and its sshd's working directory (/ of its root).
-  exec nsenter --target "${pid}" --mount --net --root --wd -- "$@"
+  exec nsenter --target "${pid}" --mount --uts --net --root --wd -- "$@"
 }
 
 up() {
@@ -315,7 +390,11 @@ down() {
     mapfile -t more < <(ip netns pids "${ns}" 2>/dev/null || true)
     pids+=("${more[@]}")
   done
+  # A kubelet's pods: in the hosts' cgroups.
+  mapfile -t more < <(cgroup_pids)
+  pids+=("${more[@]}")
   end_processes "${pids[@]}"
+  remove_cgroups
   for ns in ${nss}; do ip netns del "${ns}" 2>/dev/null || true; done
   links="$(ip -o link show 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1 | grep "^wft${ID}h" || true)"
   for l in ${links}; do ip link del "${l}" 2>/dev/null || true; done
@@ -342,7 +421,7 @@ status() {
 case "${cmd}" in
   up) up "${3:?usage: $0 up DIR COUNT}" ;;
   down) down ;;
-  stop) host_number "${3:?usage: $0 stop DIR N}"; stop_sshd "$3" ;;
+  stop) host_number "${3:?usage: $0 stop DIR N}"; stop_host "$3" ;;
   start) host_number "${3:?usage: $0 start DIR N}"; start_host "$3" ;;
   hang) host_number "${3:?usage: $0 hang DIR N}"; hang "$3" ;;
   exec) host_number "${3:?usage: $0 exec DIR N CMD...}"; n="$3"; shift 3; exec_in "${n}" "$@" ;;

@@ -21,6 +21,8 @@ pub const TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The workflow types of the seed's sample group, in order.
 pub const SEED_TYPES: [&str; 3] = ["pre-check", "setup", "post-check"];
+/// The built-in workflow types the install ships (`plugins/build.sh`, `deploy/`).
+pub const BUILTIN_TYPES: [&str; 5] = ["pre-check", "setup", "post-check", "at", "decommission"];
 
 /// The shared cluster (`Cluster::shared`, so `WORKFLOW_E2E_KUBECONFIG` or `WORKFLOW_CLUSTER_DIR`
 /// choose it) with the CRDs applied and established.

@@ -15,7 +15,7 @@
 //! | `services` | `[]` | active: systemd's `is-active`, else OpenRC's `status`, else a process of that name |
 //! | `files` | `[]` | absolute paths that must exist |
 //! | `commands` | `[]` | commands that must be on the login's PATH |
-//! | `nodeReady` | `false` | also check that each target's Node is Ready (the step's pod needs a service account that may get nodes: `spec.podTemplates.post-check.serviceAccountName`) |
+//! | `nodeReady` | `false` | also check that each target's Node is Ready, then remove the joining taint `workflow.rxg456.cn/joining` setup's `join` registers it with (the step's pod needs a service account that may get nodes, and patch those with the taint: `spec.podTemplates.post-check.serviceAccountName`, e.g. `deploy/join/`'s) |
 //! | `nodeReadyTimeoutSeconds` | 300 | how long to wait for the Nodes to be Ready |
 //! | `maxFailedTargets`, `minHealthyPercent` | none may fail | how many targets may fail before the step fails |
 //! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles` |
@@ -263,7 +263,11 @@ mod tests {
             [
                 ("WORKFLOW_MAX_FAILED_TARGETS", "1"),
                 ("WORKFLOW_CHECK_NODE_READY", "true"),
-                ("WORKFLOW_NODE_READY_TIMEOUT", "120")
+                ("WORKFLOW_NODE_READY_TIMEOUT", "120"),
+                (
+                    "WORKFLOW_NODE_READY_REMOVE_TAINT",
+                    "workflow.rxg456.cn/joining"
+                )
             ]
         );
         assert_eq!(node.timeout_seconds, Some(180));

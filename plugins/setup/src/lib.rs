@@ -16,6 +16,23 @@
 //! | `retries` | 2 | times `install-packages` is tried again when a target's package database is locked |
 //! | `maxFailedTargets`, `minHealthyPercent` | none may fail | how many targets may fail a step before it fails |
 //! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles` |
+//! | `join` | none | make the targets Nodes of this cluster: a third step, `join-cluster` (below) |
+//!
+//! # Joining the cluster (`join`)
+//!
+//! With `join` (even `join: {}`), a step `join-cluster` (加入集群) follows `configure-nodes`. It
+//! runs `workflow-runner --join`, which mints a bootstrap token for the run (Secret
+//! `kube-system/bootstrap-token-<id>`, deleted when the step ends, expiring after
+//! `tokenTtlSeconds` anyway) and gives every target a bootstrap kubeconfig on standard input;
+//! the script `scripts/join-cluster.sh` then installs containerd, runc and the CNI plugins when
+//! missing, checks the kubelet's version, writes the CA, the kubeconfig, a
+//! `KubeletConfiguration` and a bridge CNI config, starts containerd and the kubelet (systemd
+//! units, or supervised processes with pid files where there is no systemd) as Node
+//! `<target name>` at `<target ip>`, tainted `workflow.rxg456.cn/joining:NoSchedule`, and waits
+//! for the kubelet's client certificate. post-check's `nodeReady` removes the taint once the
+//! Node is Ready. A target that is already a Node of this cluster is left as it is; one of
+//! another cluster is refused. The step's pod needs the service account of `deploy/join/`
+//! (`spec.podTemplates.setup.serviceAccountName`).
 //!
 //! The node script sees `WORKFLOW_TARGET_NAME`, `WORKFLOW_TARGET_IP`, `WORKFLOW_TARGET_ROLE`,
 //! `WORKFLOW_CLUSTER_NAME`, `WORKFLOW_OS_ID`, `WORKFLOW_OS_VERSION`, `WORKFLOW_ARCH` and
@@ -51,6 +68,239 @@ pub const EX_TEMPFAIL: i32 = 75;
 
 const INSTALL_PACKAGES: &str = include_str!("../scripts/install-packages.sh");
 const CONFIGURE_NODES: &str = include_str!("../scripts/configure-nodes.sh");
+const JOIN_CLUSTER: &str = include_str!("../scripts/join-cluster.sh");
+
+/// A file of the step pod delivered to every target before the join script runs.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(
+    crate = "workflow_plugin_sdk::serde",
+    rename_all = "camelCase",
+    deny_unknown_fields
+)]
+#[schemars(crate = "workflow_plugin_sdk::schemars")]
+pub struct Delivery {
+    /// The file in the step pod: in the step image, or a mounted ConfigMap, Secret or volume
+    /// (`spec.podTemplates.setup`).
+    #[schemars(regex(pattern = r"^/[^\s,:]*$"))]
+    pub from: String,
+    /// Where it goes on each target.
+    #[schemars(regex(pattern = r"^/[^\s,:]*$"))]
+    pub to: String,
+    /// Its mode on the target, octal (default `0644`; `0755` for a program).
+    #[serde(default)]
+    #[schemars(regex(pattern = r"^[0-7]{3,4}$"))]
+    pub mode: Option<String>,
+}
+
+/// `join`: the targets become Nodes of the cluster the operator runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(
+    crate = "workflow_plugin_sdk::serde",
+    rename_all = "camelCase",
+    deny_unknown_fields,
+    default
+)]
+#[schemars(crate = "workflow_plugin_sdk::schemars")]
+pub struct JoinParams {
+    /// The kubelet's path on the targets (default: `kubelet` on PATH, /usr/local/bin or
+    /// /usr/bin, else the package manager's package `kubelet`).
+    #[schemars(regex(pattern = r"^/[^\s]*$"))]
+    pub kubelet: Option<String>,
+    /// The kubelet version the targets must have, e.g. `v1.34.4` (default: any the API server
+    /// allows, its minor version or up to three older).
+    #[schemars(regex(pattern = r"^v[0-9]+\.[0-9]+\.[0-9]+([-+][0-9A-Za-z.+-]*)?$"))]
+    pub kubernetes_version: Option<String>,
+    /// The API server as the targets reach it, `https://host:port` (default: the address the
+    /// `default/kubernetes` Endpoints list, which the API server advertises).
+    #[schemars(regex(pattern = r"^https://[^\s/]+$"))]
+    pub api_server: Option<String>,
+    /// The pod sandbox image containerd runs (default `registry.k8s.io/pause:3.10`).
+    #[schemars(regex(pattern = r"^[a-z0-9][A-Za-z0-9./:@_-]*$"))]
+    pub sandbox_image: Option<String>,
+    /// Files of the step pod copied to every target first (checked by SHA-256, renamed into
+    /// place, not sent again when already there): a kubelet, image archives.
+    pub files: Vec<Delivery>,
+    /// Image archives on the targets to import into containerd before the kubelet starts (for
+    /// machines that cannot pull, such as the sandbox image).
+    #[schemars(inner(regex(pattern = r"^/[^\s]*$")))]
+    pub images: Vec<String>,
+    /// The subnet of the bridge network the join writes for the Node's pods when the machine has
+    /// no CNI configuration (default `10.88.0.0/16`, containerd's own).
+    #[schemars(regex(pattern = r"^[0-9]{1,3}(\.[0-9]{1,3}){3}/[0-9]{1,2}$"))]
+    pub pod_subnet: Option<String>,
+    /// Labels the Node registers with, `key=value`.
+    #[schemars(inner(regex(pattern = r"^[A-Za-z0-9./_-]+=[A-Za-z0-9._-]*$")))]
+    pub node_labels: Vec<String>,
+    /// The cluster DNS Service addresses the kubelet gives pods.
+    #[schemars(inner(regex(pattern = r"^[0-9a-fA-F.:]+$")))]
+    pub cluster_dns: Vec<String>,
+    /// The cluster's DNS domain (default `cluster.local`).
+    #[schemars(regex(pattern = r"^[a-z0-9.-]+$"))]
+    pub cluster_domain: Option<String>,
+    /// Seconds a kubelet may take to get its client certificate (default 120).
+    #[schemars(range(min = 10, max = 3600))]
+    pub bootstrap_timeout_seconds: Option<u32>,
+    /// Seconds the run's bootstrap token is valid for, should the step not delete it (default
+    /// 900, as Cluster API's kubeadm bootstrap provider).
+    #[schemars(range(min = 60, max = 86400))]
+    pub token_ttl_seconds: Option<u32>,
+}
+
+/// Why `value` of `field` may not go into a script, when it may not.
+fn refuse_word(field: &str, value: &str, fine: impl Fn(char) -> bool) -> Result<(), Error> {
+    if value.is_empty() || !value.chars().all(fine) {
+        return Err(Error::new(format!(
+            "invalid params at `join.{field}`: {value:?} has characters it may not have"
+        )));
+    }
+    Ok(())
+}
+
+impl JoinParams {
+    fn validate(&self) -> Result<(), Error> {
+        let path = |c: char| !c.is_whitespace() && !"'\"`$;&|<>()\\*?[]".contains(c);
+        if let Some(kubelet) = &self.kubelet {
+            refuse_word("kubelet", kubelet, path)?;
+            if !kubelet.starts_with('/') {
+                return Err(Error::new(format!(
+                    "invalid params at `join.kubelet`: {kubelet:?} must be an absolute path"
+                )));
+            }
+        }
+        for file in &self.files {
+            let plain = |c: char| !c.is_whitespace() && !",:".contains(c) && path(c);
+            for (field, value) in [("files.from", &file.from), ("files.to", &file.to)] {
+                refuse_word(field, value, plain)?;
+                if !value.starts_with('/') {
+                    return Err(Error::new(format!(
+                        "invalid params at `join.{field}`: {value:?} must be an absolute path"
+                    )));
+                }
+            }
+            if let Some(mode) = &file.mode {
+                refuse_word("files.mode", mode, |c| ('0'..='7').contains(&c))?;
+            }
+        }
+        for image in &self.images {
+            refuse_word("images", image, path)?;
+            if !image.starts_with('/') {
+                return Err(Error::new(format!(
+                    "invalid params at `join.images`: {image:?} must be an absolute path on the targets"
+                )));
+            }
+        }
+        if let Some(server) = &self.api_server {
+            refuse_word("apiServer", server, path)?;
+            if !server.starts_with("https://") {
+                return Err(Error::new(format!(
+                    "invalid params at `join.apiServer`: {server:?} must be an https:// URL"
+                )));
+            }
+        }
+        let version = |c: char| c.is_ascii_alphanumeric() || ".+-".contains(c);
+        if let Some(v) = &self.kubernetes_version {
+            refuse_word("kubernetesVersion", v, version)?;
+            if !v.starts_with('v') {
+                return Err(Error::new(format!(
+                    "invalid params at `join.kubernetesVersion`: {v:?} must look like v1.34.4"
+                )));
+            }
+        }
+        for label in &self.node_labels {
+            refuse_word("nodeLabels", label, |c| {
+                c.is_ascii_alphanumeric() || "./_-=".contains(c)
+            })?;
+            if !label.contains('=') {
+                return Err(Error::new(format!(
+                    "invalid params at `join.nodeLabels`: {label:?} must be key=value"
+                )));
+            }
+        }
+        let plain = |c: char| c.is_ascii_alphanumeric() || "./:@_-".contains(c);
+        for (field, value) in [
+            ("sandboxImage", &self.sandbox_image),
+            ("podSubnet", &self.pod_subnet),
+            ("clusterDomain", &self.cluster_domain),
+        ] {
+            if let Some(v) = value {
+                refuse_word(field, v, plain)?;
+            }
+        }
+        for dns in &self.cluster_dns {
+            refuse_word("clusterDNS", dns, |c| {
+                c.is_ascii_hexdigit() || ".:".contains(c)
+            })?;
+        }
+        Ok(())
+    }
+
+    /// The `join-cluster` step: `workflow-runner --join` running the join script.
+    fn step(&self, ssh: &SshParams, budget: TargetBudget) -> Step {
+        let script = shell_assignments(&[
+            ("KUBELET", self.kubelet.clone().unwrap_or_default()),
+            (
+                "KUBERNETES_VERSION",
+                self.kubernetes_version.clone().unwrap_or_default(),
+            ),
+            (
+                "SANDBOX_IMAGE",
+                self.sandbox_image
+                    .clone()
+                    .unwrap_or_else(|| "registry.k8s.io/pause:3.10".into()),
+            ),
+            ("IMAGES", self.images.join(" ")),
+            (
+                "POD_SUBNET",
+                self.pod_subnet
+                    .clone()
+                    .unwrap_or_else(|| "10.88.0.0/16".into()),
+            ),
+            ("NODE_LABELS", self.node_labels.join(",")),
+            (
+                "JOIN_TAINT",
+                format!("{}:NoSchedule", remote::JOINING_TAINT),
+            ),
+            ("CLUSTER_DNS", self.cluster_dns.join(", ")),
+            (
+                "CLUSTER_DOMAIN",
+                self.cluster_domain
+                    .clone()
+                    .unwrap_or_else(|| "cluster.local".into()),
+            ),
+            (
+                "BOOTSTRAP_TIMEOUT",
+                self.bootstrap_timeout_seconds.unwrap_or(120).to_string(),
+            ),
+        ]) + JOIN_CLUSTER;
+        let mut step = remote::on_targets("join-cluster", script, ssh, budget)
+            .description("加入集群")
+            .depends_on(["configure-nodes"])
+            .env("WORKFLOW_JOIN", "true")
+            .env(
+                "WORKFLOW_JOIN_TOKEN_TTL",
+                self.token_ttl_seconds.unwrap_or(900).to_string(),
+            );
+        if let Some(server) = &self.api_server {
+            step = step.env("WORKFLOW_JOIN_API_SERVER", server.clone());
+        }
+        if !self.files.is_empty() {
+            let copies: Vec<String> = self
+                .files
+                .iter()
+                .map(|f| {
+                    format!(
+                        "{}:{}:{}",
+                        f.from,
+                        f.to,
+                        f.mode.as_deref().unwrap_or("0644")
+                    )
+                })
+                .collect();
+            step = step.env("WORKFLOW_SSH_COPY", copies.join(","));
+        }
+        step
+    }
+}
 
 /// The parameters of a `setup` workflow.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, JsonSchema)]
@@ -79,6 +329,8 @@ pub struct SetupParams {
     pub min_healthy_percent: Option<u8>,
     /// How to log in to the targets.
     pub ssh: SshParams,
+    /// Make the targets Nodes of this cluster (a `join-cluster` step after `configure-nodes`).
+    pub join: Option<JoinParams>,
 }
 
 /// The `setup` workflow type.
@@ -111,6 +363,9 @@ impl WorkflowType for Setup {
                 "invalid params at `scriptFile`: {file:?} must be an absolute path in the step pod"
             )));
         }
+        if let Some(join) = &params.join {
+            join.validate()?;
+        }
         Ok(())
     }
 
@@ -130,14 +385,18 @@ impl WorkflowType for Setup {
         if let Some(file) = &p.script_file {
             configure_step = configure_step.env("WORKFLOW_SSH_STDIN_FILE", file.clone());
         }
-        Ok(vec![
+        let mut steps = vec![
             // Packages installed again are configured again, in a re-run too.
             remote::on_targets("install-packages", install, &p.ssh, budget)
                 .description("安装必要软件包")
                 .retries(p.retries.unwrap_or(2))
                 .rerun_with(["configure-nodes"]),
             configure_step,
-        ])
+        ];
+        if let Some(join) = &p.join {
+            steps.push(join.step(&p.ssh, budget));
+        }
+        Ok(steps)
     }
 
     fn evaluate(step: &Step, outcome: &StepOutcome) -> Verdict {
@@ -264,6 +523,95 @@ mod tests {
                 "invalid params at `packages`: \"curl; rm -rf /\" is not a package name"
             ))
         );
+    }
+
+    #[test]
+    fn join_adds_a_step_that_mints_a_token_and_registers_with_the_joining_taint() {
+        let steps = steps(SetupParams {
+            join: Some(JoinParams {
+                kubelet: Some("/opt/k8s/kubelet".into()),
+                images: vec!["/opt/images/pause.tar".into()],
+                files: vec![Delivery {
+                    from: "/media/kubelet".into(),
+                    to: "/opt/k8s/kubelet".into(),
+                    mode: Some("0755".into()),
+                }],
+                node_labels: vec!["pool=new".into()],
+                token_ttl_seconds: Some(600),
+                ..JoinParams::default()
+            }),
+            ..SetupParams::default()
+        });
+        let join = &steps[2];
+        assert_eq!(
+            (join.name.as_str(), join.depends_on.clone()),
+            ("join-cluster", vec!["configure-nodes".to_owned()])
+        );
+        assert_eq!(env(join, "WORKFLOW_JOIN"), "true");
+        assert_eq!(env(join, "WORKFLOW_JOIN_TOKEN_TTL"), "600");
+        assert_eq!(env(join, "WORKFLOW_JOIN_API_SERVER"), "");
+        assert_eq!(
+            env(join, "WORKFLOW_SSH_COPY"),
+            "/media/kubelet:/opt/k8s/kubelet:0755"
+        );
+        let script = env(join, "WORKFLOW_SSH_COMMAND");
+        for line in [
+            "KUBELET='/opt/k8s/kubelet'\n",
+            "IMAGES='/opt/images/pause.tar'\n",
+            "NODE_LABELS='pool=new'\n",
+            "JOIN_TAINT='workflow.rxg456.cn/joining:NoSchedule'\n",
+            "SANDBOX_IMAGE='registry.k8s.io/pause:3.10'\n",
+            "# join-cluster",
+        ] {
+            assert!(script.contains(line), "{line:?} in {script}");
+        }
+        assert_eq!(
+            steps(SetupParams::default()).len(),
+            2,
+            "no join unless asked"
+        );
+    }
+
+    #[test]
+    fn join_params_with_shell_syntax_or_relative_paths_are_refused() {
+        let refused = |join: JoinParams| {
+            Setup::validate(&SetupParams {
+                join: Some(join),
+                ..SetupParams::default()
+            })
+            .err()
+            .map(|e| e.message)
+            .unwrap_or_default()
+        };
+        assert!(
+            refused(JoinParams {
+                kubelet: Some("/bin/kubelet;reboot".into()),
+                ..JoinParams::default()
+            })
+            .contains("`join.kubelet`")
+        );
+        assert!(
+            refused(JoinParams {
+                images: vec!["pause.tar".into()],
+                ..JoinParams::default()
+            })
+            .contains("must be an absolute path")
+        );
+        assert!(
+            refused(JoinParams {
+                api_server: Some("http://10.0.0.1:6443".into()),
+                ..JoinParams::default()
+            })
+            .contains("https://")
+        );
+        assert!(
+            refused(JoinParams {
+                node_labels: vec!["pool".into()],
+                ..JoinParams::default()
+            })
+            .contains("key=value")
+        );
+        assert_eq!(refused(JoinParams::default()), "");
     }
 
     #[test]

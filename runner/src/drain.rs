@@ -1,0 +1,286 @@
+//! `--drain` and `--delete-nodes`: taking Nodes out of the cluster through the API server, as
+//! `kubectl drain` and `kubectl delete node` do, reported per target as the SSH runs are.
+//!
+//! A drain cordons the target's Node (recording who did in the annotation
+//! [`CORDONED_BY`]; a Node cordoned already is left as it was found), then evicts its pods
+//! through the Eviction API, so PodDisruptionBudgets are respected, until none is left or the
+//! time is up. DaemonSet pods and mirror pods stay (their controllers would put them back); a
+//! pod no controller manages, or one with `emptyDir` data, stops the drain unless allowed
+//! (`--drain-force`, `--drain-delete-emptydir-data`), as in `kubectl drain`. A drain that cannot
+//! finish names the pods that block it and why. Nothing is ever uncordoned.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use workflow_model::Target;
+
+use crate::nodes::Api;
+use crate::report::{Outcome, TargetResult};
+
+/// The annotation a Node cordoned by a drain gets: `<namespace>/<group>` of the group.
+pub const CORDONED_BY: &str = "workflow.rxg456.cn/cordoned-by";
+/// How often a drain looks at what is left.
+const POLL: Duration = Duration::from_secs(1);
+
+/// How a drain treats the pods it finds.
+#[derive(Debug, Clone)]
+pub struct DrainOptions {
+    /// How long a Node's drain may take.
+    pub timeout: Duration,
+    /// The evicted pods' grace period (their own when `None`).
+    pub grace_period: Option<i64>,
+    /// Evict pods with `emptyDir` volumes (their data is lost).
+    pub delete_empty_dir_data: bool,
+    /// Evict pods no controller manages (nothing makes them again).
+    pub force: bool,
+    /// Who cordons: `<namespace>/<group>`.
+    pub owner: String,
+}
+
+/// Drains every target's Node, all at once, each within `options.timeout`.
+pub fn drain(api: &Api, targets: &[Target], options: &DrainOptions) -> Vec<TargetResult> {
+    std::thread::scope(|scope| {
+        let runs: Vec<_> = targets
+            .iter()
+            .map(|target| {
+                scope.spawn(move || {
+                    let start = Instant::now();
+                    let outcome = match drain_node(api, &target.name, options) {
+                        Ok(()) => Outcome::Succeeded,
+                        Err(why) => Outcome::CheckFailed(why),
+                    };
+                    result(target, outcome, start)
+                })
+            })
+            .collect();
+        runs.into_iter()
+            .zip(targets)
+            .map(|(run, target)| {
+                run.join().unwrap_or_else(|_| {
+                    result(
+                        target,
+                        Outcome::CheckFailed("the drain panicked".into()),
+                        Instant::now(),
+                    )
+                })
+            })
+            .collect()
+    })
+}
+
+/// Deletes every target's Node object (a Node that is gone already counts as deleted).
+pub fn delete_nodes(api: &Api, targets: &[Target]) -> Vec<TargetResult> {
+    targets
+        .iter()
+        .map(|target| {
+            let start = Instant::now();
+            let outcome = match api.delete(&format!("/api/v1/nodes/{}", target.name)) {
+                Ok(()) => {
+                    println!("[{}] Node {} deleted", target.name, target.name);
+                    Outcome::Succeeded
+                }
+                Err(why) => Outcome::CheckFailed(format!(
+                    "could not delete Node {}: {why} (the step's service account needs delete on nodes, as deploy/join/ grants)",
+                    target.name
+                )),
+            };
+            result(target, outcome, start)
+        })
+        .collect()
+}
+
+fn result(target: &Target, outcome: Outcome, start: Instant) -> TargetResult {
+    if let Outcome::CheckFailed(why) = &outcome {
+        println!("[{}] {why}", target.name);
+    }
+    TargetResult {
+        name: target.name.clone(),
+        outcome,
+        duration: start.elapsed(),
+        tail: String::new(),
+    }
+}
+
+fn drain_node(api: &Api, name: &str, options: &DrainOptions) -> Result<(), String> {
+    let path = format!("/api/v1/nodes/{name}");
+    let Some(node) = api.get_json(&path)? else {
+        println!("[{name}] no Node named {name}: nothing to drain");
+        return Ok(());
+    };
+    if node["spec"]["unschedulable"] == true {
+        println!("[{name}] cordoned already (left as it was found)");
+    } else {
+        let patch = json!({
+            "spec": {"unschedulable": true},
+            "metadata": {"annotations": {CORDONED_BY: options.owner}},
+        });
+        api.merge_patch(&path, &patch).map_err(|why| {
+            format!("could not cordon Node {name}: {why} (the step's service account needs patch on nodes)")
+        })?;
+        println!("[{name}] cordoned");
+    }
+    let deadline = Instant::now() + options.timeout;
+    let mut evicting: Vec<String> = Vec::new();
+    loop {
+        let pods = pods_on(api, name)?;
+        let mut blocked = Vec::new();
+        for pod in &pods {
+            let id = pod_id(pod);
+            if let Some(why) = refusal(pod, options) {
+                return Err(format!(
+                    "cannot drain Node {name}: pod {id} {why} (nothing was evicted after it)"
+                ));
+            }
+            match evict(api, pod, options.grace_period)? {
+                Eviction::Started if !evicting.contains(&id) => {
+                    println!("[{name}] evicting {id}");
+                    evicting.push(id);
+                }
+                Eviction::Started | Eviction::Gone => {}
+                Eviction::Blocked(why) => blocked.push(format!("{id}: {why}")),
+            }
+        }
+        if pods.is_empty() {
+            println!("[{name}] drained ({} pods evicted)", evicting.len());
+            return Ok(());
+        }
+        if Instant::now() + POLL > deadline {
+            let left: Vec<String> = pods.iter().map(pod_id).collect();
+            let why = if blocked.is_empty() {
+                format!("pods still terminating: {}", left.join(", "))
+            } else {
+                format!("blocked: {}", blocked.join("; "))
+            };
+            return Err(format!(
+                "the drain of Node {name} did not finish in {} s: {why} (the Node stays cordoned)",
+                options.timeout.as_secs()
+            ));
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// The pods on Node `name` a drain must move: not those of DaemonSets, not mirror pods.
+fn pods_on(api: &Api, name: &str) -> Result<Vec<Value>, String> {
+    let list = api
+        .get_json(&format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{name}"))
+        .map_err(|why| {
+            format!("could not list the pods of Node {name}: {why} (the step's service account needs list on pods)")
+        })?
+        .unwrap_or_default();
+    Ok(list["items"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|pod| {
+            let mirror = pod["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_string();
+            let daemon = controller(pod).is_some_and(|c| c["kind"] == "DaemonSet");
+            !mirror && !daemon
+        })
+        .collect())
+}
+
+fn controller(pod: &Value) -> Option<&Value> {
+    pod["metadata"]["ownerReferences"]
+        .as_array()?
+        .iter()
+        .find(|o| o["controller"] == true)
+}
+
+fn pod_id(pod: &Value) -> String {
+    format!(
+        "{}/{}",
+        pod["metadata"]["namespace"].as_str().unwrap_or_default(),
+        pod["metadata"]["name"].as_str().unwrap_or_default()
+    )
+}
+
+/// Why a drain with `options` may not evict `pod`, as `kubectl drain` refuses it.
+fn refusal(pod: &Value, options: &DrainOptions) -> Option<&'static str> {
+    let finished = matches!(
+        pod["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    );
+    if controller(pod).is_none() && !options.force && !finished {
+        return Some(
+            "is managed by no controller: nothing would make it again (force: true evicts it)",
+        );
+    }
+    let empty_dir = pod["spec"]["volumes"]
+        .as_array()
+        .is_some_and(|v| v.iter().any(|v| v.get("emptyDir").is_some()));
+    if empty_dir && !options.delete_empty_dir_data && !finished {
+        return Some("has emptyDir data that would be lost (deleteEmptyDirData: true evicts it)");
+    }
+    None
+}
+
+enum Eviction {
+    Started,
+    Gone,
+    /// Refused for now (a PodDisruptionBudget): the API server's words.
+    Blocked(String),
+}
+
+fn evict(api: &Api, pod: &Value, grace_period: Option<i64>) -> Result<Eviction, String> {
+    let (namespace, name) = (
+        pod["metadata"]["namespace"].as_str().unwrap_or_default(),
+        pod["metadata"]["name"].as_str().unwrap_or_default(),
+    );
+    let mut body = json!({
+        "apiVersion": "policy/v1",
+        "kind": "Eviction",
+        "metadata": {"name": name, "namespace": namespace},
+    });
+    if let Some(seconds) = grace_period {
+        body["deleteOptions"] = json!({"gracePeriodSeconds": seconds});
+    }
+    let path = format!("/api/v1/namespaces/{namespace}/pods/{name}/eviction");
+    match api.post(&path, &body)? {
+        (200..=299, _) => Ok(Eviction::Started),
+        (404, _) => Ok(Eviction::Gone),
+        (429, why) => Ok(Eviction::Blocked(why)),
+        (status, why) => Err(format!(
+            "could not evict pod {namespace}/{name}: HTTP {status}: {why} (the step's service account needs create on pods/eviction)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn options() -> DrainOptions {
+        DrainOptions {
+            timeout: Duration::from_secs(1),
+            grace_period: None,
+            delete_empty_dir_data: false,
+            force: false,
+            owner: "ns/group".into(),
+        }
+    }
+
+    #[test]
+    fn a_drain_refuses_unmanaged_pods_and_emptydir_data_unless_allowed() {
+        let managed =
+            json!({"metadata": {"ownerReferences": [{"kind": "ReplicaSet", "controller": true}]}});
+        let bare = json!({"metadata": {}});
+        let scratch = json!({
+            "metadata": {"ownerReferences": [{"kind": "ReplicaSet", "controller": true}]},
+            "spec": {"volumes": [{"name": "tmp", "emptyDir": {}}]},
+        });
+        let finished_bare = json!({"metadata": {}, "status": {"phase": "Succeeded"}});
+        assert_eq!(refusal(&managed, &options()), None);
+        assert!(refusal(&bare, &options()).is_some_and(|w| w.contains("no controller")));
+        assert!(refusal(&scratch, &options()).is_some_and(|w| w.contains("emptyDir")));
+        assert_eq!(refusal(&finished_bare, &options()), None);
+        let lenient = DrainOptions {
+            force: true,
+            delete_empty_dir_data: true,
+            ..options()
+        };
+        assert_eq!(refusal(&bare, &lenient), None);
+        assert_eq!(refusal(&scratch, &lenient), None);
+    }
+}
