@@ -284,13 +284,14 @@ async fn deliver(
 }
 
 /// Runs `command` on a channel of its own with `input` (then end of file) as its standard
-/// input; its exit status and the tail of what it printed.
+/// input; its exit status and the tail of what it printed. A command that ends before it read
+/// all its input (it failed) ends this too: what was not sent is not waited for.
 async fn exec_collect(
     handle: &Handle<HostKeyCheck>,
     command: &str,
     input: Option<tokio::fs::File>,
 ) -> Result<(Option<u32>, String), String> {
-    let mut channel = handle
+    let channel = handle
         .channel_open_session()
         .await
         .map_err(|e| format!("open a session channel: {e}"))?;
@@ -298,26 +299,40 @@ async fn exec_collect(
         .exec(true, command)
         .await
         .map_err(|e| format!("start a command: {e}"))?;
-    if let Some(file) = input {
-        channel
-            .data(file)
-            .await
-            .map_err(|e| format!("send a file: {e}"))?;
-    }
-    channel
-        .eof()
-        .await
-        .map_err(|e| format!("send a file: {e}"))?;
-    let mut said = Tail::default();
-    let mut exit = None;
-    while let Some(message) = channel.wait().await {
-        match message {
-            ChannelMsg::Data { data } | ChannelMsg::ExtendedData { data, .. } => said.push(&data),
-            ChannelMsg::ExitStatus { exit_status } => exit = Some(exit_status),
-            _ => {}
+    let (mut reader, writer) = channel.split();
+    let send = async {
+        if let Some(file) = input {
+            writer
+                .data(file)
+                .await
+                .map_err(|e| format!("send a file: {e}"))?;
         }
+        writer.eof().await.map_err(|e| format!("send a file: {e}"))
+    };
+    let receive = async {
+        let mut said = Tail::default();
+        let mut exit = None;
+        while let Some(message) = reader.wait().await {
+            match message {
+                ChannelMsg::Data { data } | ChannelMsg::ExtendedData { data, .. } => {
+                    said.push(&data)
+                }
+                ChannelMsg::ExitStatus { exit_status } => exit = Some(exit_status),
+                _ => {}
+            }
+        }
+        (exit, said.text())
+    };
+    tokio::pin!(send, receive);
+    let sent = tokio::select! {
+        done = &mut receive => return Ok(done),
+        sent = &mut send => sent,
+    };
+    let (exit, said) = receive.await;
+    match (exit, sent) {
+        (None, Err(why)) => Err(why),
+        (exit, _) => Ok((exit, said)),
     }
-    Ok((exit, said.text()))
 }
 
 impl Outcome {

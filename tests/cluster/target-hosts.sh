@@ -212,20 +212,32 @@ make_cgroup_root() {
 # cgroup_pids [N]: every process in a cgroup of this DIR's hosts (or of host N): pods'
 # containers live in network namespaces of their own, where `ip netns pids` does not see them.
 cgroup_pids() {
-  local m
+  local m dir
   for m in $(machine_cgroups | awk '$2 == "cgroup" { print $1 }'); do
-    find "${m}" -mindepth 1 -maxdepth 1 -type d -name "wft-${ID}-${1:-*}" -print0 2>/dev/null \
-      | xargs -0 -r -I{} find {} -name cgroup.procs -exec cat {} + 2>/dev/null
+    for dir in "${m}"/wft-"${ID}"-${1:-*}; do
+      [[ -d "${dir}" ]] && find "${dir}" -name cgroup.procs -exec cat {} + 2>/dev/null
+    done
   done | sort -un
 }
 
-# remove_cgroups: this DIR's hosts' cgroups, deepest first.
+# remove_cgroups: this DIR's hosts' cgroups in every hierarchy (the kubelet makes them in the
+# unified one too), deepest first; a cgroup whose last process just ended can be busy for a
+# moment, so it is tried again for up to 5 s.
 remove_cgroups() {
-  local m
-  for m in $(machine_cgroups | awk '$2 == "cgroup" { print $1 }'); do
-    find "${m}" -mindepth 1 -maxdepth 1 -type d -name "wft-${ID}-*" -print0 2>/dev/null \
-      | xargs -0 -r -I{} find {} -depth -type d -exec rmdir {} + 2>/dev/null || true
+  local m dir i left
+  for (( i = 0; i < 50; i++ )); do
+    left=0
+    for m in $(machine_cgroups | awk '{ print $1 }'); do
+      for dir in "${m}"/wft-"${ID}"-*; do
+        [[ -d "${dir}" ]] || continue
+        find "${dir}" -depth -type d -exec rmdir {} + 2>/dev/null || true
+        [[ ! -d "${dir}" ]] || left=1
+      done
+    done
+    (( left )) || return 0
+    sleep 0.1
   done
+  log "cgroups left: $(compgen -G "/sys/fs/cgroup/*/wft-${ID}-*" | tr '\n' ' ')"
 }
 
 # enter_root N (the command `_root DIR N`, run by start_sshd in host N's network namespace and a

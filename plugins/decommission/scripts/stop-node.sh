@@ -40,9 +40,12 @@ else
   stop_pidfile containerd /run/containerd-workflow.pid
 fi
 if [ "$CLEAN" = yes ]; then
-  # The pods' volumes (Secrets, tokens) are mounts under the kubelet's directory.
-  for m in $(awk '$2 ~ "^/var/lib/kubelet/" { print $2 }' /proc/mounts | sort -r); do
-    $sudo umount "$m" 2>/dev/null || $sudo umount -l "$m" 2>/dev/null || true
+  # The pods' volumes (Secrets, tokens) are mounts under the kubelet's directory, which the
+  # kubelet may have bind-mounted on itself (to share its mounts).
+  for _ in 1 2 3; do
+    for m in $(awk '$2 == "/var/lib/kubelet" || $2 ~ "^/var/lib/kubelet/" { print $2 }' /proc/mounts | sort -r); do
+      $sudo umount "$m" 2>/dev/null || $sudo umount -l "$m" 2>/dev/null || true
+    done
   done
   if ! $sudo rm -rf /etc/kubernetes /var/lib/kubelet /etc/workflow-operator/containerd.toml \
     /etc/cni/net.d/10-workflow-bridge.conflist /etc/systemd/system/kubelet.service \

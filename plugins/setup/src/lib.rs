@@ -527,7 +527,7 @@ mod tests {
 
     #[test]
     fn join_adds_a_step_that_mints_a_token_and_registers_with_the_joining_taint() {
-        let steps = steps(SetupParams {
+        let with_join = steps(SetupParams {
             join: Some(JoinParams {
                 kubelet: Some("/opt/k8s/kubelet".into()),
                 images: vec!["/opt/images/pause.tar".into()],
@@ -542,7 +542,7 @@ mod tests {
             }),
             ..SetupParams::default()
         });
-        let join = &steps[2];
+        let join = &with_join[2];
         assert_eq!(
             (join.name.as_str(), join.depends_on.clone()),
             ("join-cluster", vec!["configure-nodes".to_owned()])
@@ -580,7 +580,7 @@ mod tests {
                 ..SetupParams::default()
             })
             .err()
-            .map(|e| e.message)
+            .map(|e| e.message().to_owned())
             .unwrap_or_default()
         };
         assert!(
