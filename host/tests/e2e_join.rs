@@ -513,6 +513,57 @@ fn a_cluster_expansion_group_makes_its_targets_ready_nodes_that_run_pods() {
         "the Nodes stay Ready"
     );
 
+    // A kubelet that never becomes Ready (a CNI configuration that cannot be loaded): named by
+    // post-check within its timeout, with the kubelet's reason.
+    let broken = hosts.exec(
+        5,
+        "mkdir -p /etc/cni/net.d && echo '{not json' > /etc/cni/net.d/00-broken.conf",
+    );
+    assert!(broken.status.success(), "{broken:?}");
+    cluster.apply_yaml_in(
+        &ns,
+        &expansion_group(
+            "never-ready",
+            &["setup", "post-check"],
+            json!({
+                "setup": {"join": join_params()},
+                "post-check": {"nodeReady": true, "nodeReadyTimeoutSeconds": 15},
+            }),
+            targets(&[5]),
+        ),
+    );
+    wait_phase(&ns, "never-ready", "Failed", JOIN_TIMEOUT, &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/never-ready"));
+    assert!(
+        message.contains("verify-node-ready")
+            && message.contains(&format!("Node {} is not Ready: Ready=False", names[4])),
+        "{message}"
+    );
+
+    // A machine whose kubelet belongs to another cluster (another CA) is refused, untouched.
+    let other = hosts.exec(
+        1,
+        "sed -i 's/^\\( *certificate-authority-data: \\).*/\\1b3RoZXIgY2x1c3Rlcg==/' /etc/kubernetes/kubelet.conf \
+         && grep -c b3RoZXIgY2x1c3Rlcg== /etc/kubernetes/kubelet.conf",
+    );
+    assert!(other.status.success(), "{other:?}");
+    cluster.apply_yaml_in(
+        &ns,
+        &expansion_group(
+            "foreign",
+            &["setup"],
+            json!({"setup": {"join": join_params()}}),
+            targets(&[1]),
+        ),
+    );
+    wait_phase(&ns, "foreign", "Failed", JOIN_TIMEOUT, &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/foreign"));
+    assert!(
+        message.contains(&format!("{} failed", names[0]))
+            && message.contains("already a Node of another cluster"),
+        "{message}"
+    );
+
     // Decommission takes the third Node out. A PodDisruptionBudget that allows no disruption of
     // a pod there holds the drain, which fails naming it; once lifted, a re-run finishes.
     let third = &names[2];
