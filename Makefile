@@ -41,6 +41,13 @@ test: tools plugins image ## Unit, plugin and end-to-end tests (starts the local
 	  echo "stopping the operator left by make demo (the tests run their own)"; \
 	  kill "$$(cat .local-cluster/pids/operator.pid)" 2>/dev/null || true; rm -f .local-cluster/pids/operator.pid; \
 	fi
+	@# Its hosts, Nodes now, would take the tests' pods (they have none of the tests' images).
+	@if [ -d .local-cluster/target-hosts ]; then \
+	  echo "taking out the Nodes make demo joined (its target hosts)"; \
+	  tests/cluster/target-hosts.sh down .local-cluster/target-hosts >/dev/null 2>&1 || true; \
+	  KUBECONFIG=.local-cluster/kubeconfig $(KUBECTL) delete nodes -l workflow.rxg456.cn/joined-by=demo \
+	    --ignore-not-found --wait=false >/dev/null 2>&1 || true; \
+	fi
 	@was_up=0; tests/cluster/cluster.sh status >/dev/null 2>&1 && was_up=1; \
 	WORKFLOW_REAL_NODE=$${WORKFLOW_REAL_NODE-1} $(CARGO) test --workspace --no-fail-fast; rc=$$?; \
 	if [ $$was_up = 0 ] && [ -z "$$KEEP_CLUSTER" ]; then tests/cluster/cluster.sh down; fi; \

@@ -108,7 +108,8 @@ images = os.environ["DEMO_IMAGES"]
 group["spec"]["params"] = {
     "setup": {"packages": ["workflow-test-marker"], "scriptFile": "/etc/workflow/scripts/configure.sh",
               "join": {"kubelet": os.environ["DEMO_KUBELET"], "sandboxImage": "localhost/workflow-pause:1.0",
-                       "images": [images + "/pause.tar", images + "/busybox.tar"]}},
+                       "images": [images + "/pause.tar", images + "/busybox.tar"],
+                       "nodeLabels": ["workflow.rxg456.cn/joined-by=demo"]}},
     "post-check": {"packages": ["workflow-test-marker"], "files": ["/etc/node-configured"],
                    "commands": ["workflow-test-marker"], "nodeReady": True},
 }
