@@ -43,7 +43,7 @@ trap cleanup EXIT
 for run in $(seq 1 "$RUNS"); do
   ns="bench-join-$run-$(date +%s)"
   tests/cluster/target-hosts.sh up "$work/hosts" "$HOSTS" >"$work/hosts.txt"
-  kubectl create namespace "$ns" >/dev/null
+  # The namespace too, with the rights of deploy/join/.
   sed "s/workflow-nodes/$ns/g" deploy/join/join.yaml | kubectl apply -f - >/dev/null
   kubectl -n "$ns" create secret generic workflow-ssh --type=kubernetes.io/ssh-auth \
     --from-file=ssh-privatekey="$work/hosts/ssh-privatekey" --from-file=known_hosts="$work/hosts/known_hosts" >/dev/null

@@ -583,34 +583,40 @@ mod tests {
             .map(|e| e.message().to_owned())
             .unwrap_or_default()
         };
-        assert!(
-            refused(JoinParams {
-                kubelet: Some("/bin/kubelet;reboot".into()),
-                ..JoinParams::default()
-            })
-            .contains("`join.kubelet`")
-        );
-        assert!(
-            refused(JoinParams {
-                images: vec!["pause.tar".into()],
-                ..JoinParams::default()
-            })
-            .contains("must be an absolute path")
-        );
-        assert!(
-            refused(JoinParams {
-                api_server: Some("http://10.0.0.1:6443".into()),
-                ..JoinParams::default()
-            })
-            .contains("https://")
-        );
-        assert!(
-            refused(JoinParams {
-                node_labels: vec!["pool".into()],
-                ..JoinParams::default()
-            })
-            .contains("key=value")
-        );
+        let cases = [
+            (
+                JoinParams {
+                    kubelet: Some("/bin/kubelet;reboot".into()),
+                    ..JoinParams::default()
+                },
+                "`join.kubelet`",
+            ),
+            (
+                JoinParams {
+                    images: vec!["pause.tar".into()],
+                    ..JoinParams::default()
+                },
+                "must be an absolute path",
+            ),
+            (
+                JoinParams {
+                    api_server: Some("http://10.0.0.1:6443".into()),
+                    ..JoinParams::default()
+                },
+                "https://",
+            ),
+            (
+                JoinParams {
+                    node_labels: vec!["pool".into()],
+                    ..JoinParams::default()
+                },
+                "key=value",
+            ),
+        ];
+        for (join, says) in cases {
+            let why = refused(join);
+            assert!(why.contains(says), "{why:?} should say {says:?}");
+        }
         assert_eq!(refused(JoinParams::default()), "");
     }
 
