@@ -12,6 +12,12 @@
 //! `kubernetes.io/ssh-auth` Secret (`ssh-privatekey`) and a `known_hosts` file, both mounted at
 //! `/etc/workflow/ssh/` by the group's pod template.
 //!
+//! Other modes, for the built-in types that make and take out Nodes: `--copy` delivers files of
+//! the step pod to every target first (streamed, checked by SHA-256, renamed into place);
+//! `--join` mints a bootstrap token for the run and gives every target a bootstrap kubeconfig
+//! on its standard input ([`join`]); `--node-ready`, `--drain` and `--delete-nodes` act on each
+//! target's Node through the API server instead of logging in ([`nodes`], [`drain`]).
+//!
 //! Exit code: 0 when the command succeeded on every target, 1 when it failed on or could not
 //! reach some (the message names them), 2 when the runner could not run at all (no key, no
 //! targets file, bad arguments).
@@ -199,29 +205,40 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime,
         Err(error) => return refuse(&args, &Error::Usage(format!("start the runtime: {error}"))),
     };
-    let (mut session, targets) = match prepare(&args) {
-        Ok(prepared) => prepared,
-        Err(error) => return refuse(&args, &error),
-    };
-    if !args.join {
-        return runtime.block_on(run(&args, session, targets));
+    match prepare(&args) {
+        Ok((session, targets)) if args.join => join_run(&args, &runtime, session, targets),
+        Ok((session, targets)) => runtime.block_on(run(&args, session, targets)),
+        Err(error) => refuse(&args, &error),
     }
+}
+
+/// `--join`: the run with a bootstrap token of its own, minted before and deleted after.
+fn join_run(
+    args: &Args,
+    runtime: &tokio::runtime::Runtime,
+    mut session: Session,
+    targets: Vec<Target>,
+) -> ExitCode {
+    let ttl = args.join_token_ttl.max(60);
     let minted = nodes::Api::in_cluster().and_then(|api| {
-        let ttl = Duration::from_secs(args.join_token_ttl.max(60));
-        join::mint(&api, ttl, args.join_api_server.as_deref()).map(|bootstrap| (api, bootstrap))
+        join::mint(
+            &api,
+            Duration::from_secs(ttl),
+            args.join_api_server.as_deref(),
+        )
+        .map(|bootstrap| (api, bootstrap))
     });
     let (api, bootstrap) = match minted {
         Ok(minted) => minted,
-        Err(why) => return refuse(&args, &Error::Api(why)),
+        Err(why) => return refuse(args, &Error::Api(why)),
     };
     println!(
-        "bootstrap token {} made for this run (expires in {} s unless deleted first)",
-        bootstrap.secret,
-        args.join_token_ttl.max(60)
+        "bootstrap token {} made for this run (expires in {ttl} s unless deleted first)",
+        bootstrap.secret
     );
     session.command = format!("{}{}", bootstrap.assignments, session.command);
     session.stdin = Arc::new(bootstrap.kubeconfig.clone());
-    let code = runtime.block_on(run(&args, session, targets));
+    let code = runtime.block_on(run(args, session, targets));
     match join::revoke(&api, &bootstrap) {
         Ok(()) => eprintln!("bootstrap token {} deleted", bootstrap.secret),
         Err(why) => eprintln!(
