@@ -27,7 +27,7 @@ export KUBECONFIG="$ROOT/.local-cluster/kubeconfig"
 install_crds >/dev/null
 tests/cluster/node.sh import-image target/image/workflow-step.tar >/dev/null
 kubelet="$(tests/cluster/build.sh --print-bin-dir)/kubelet"
-images="${WORKFLOW_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator}/node-images"
+images="$(tests/cluster/node.sh images-dir)"
 
 work="$(mktemp -d)"
 op_pid=""

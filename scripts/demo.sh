@@ -96,7 +96,8 @@ hosts_part() {
   echo "    ServiceAccount workflow-node-joiner with the rights of deploy/join/"
   # The kubelet the real node runs, and the images it imports (the hosts see this machine's files).
   export DEMO_KUBELET="$(tests/cluster/build.sh --print-bin-dir)/kubelet"
-  export DEMO_IMAGES="${WORKFLOW_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator}/node-images"
+  DEMO_IMAGES="$(tests/cluster/node.sh images-dir)"
+  export DEMO_IMAGES
   step "kubectl get nodes (before)"
   kubectl get nodes
   # The sample as it is, its targets' addresses rewritten to the hosts, with what setup

@@ -34,16 +34,11 @@ fn kubelet() -> PathBuf {
 /// The image archives `tests/cluster/node.sh` imports into the real node (no registry is
 /// reachable from here): the pause image and busybox.
 fn node_images() -> [PathBuf; 2] {
-    let cache = std::env::var_os("WORKFLOW_CLUSTER_CACHE")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("XDG_CACHE_HOME").map(|d| PathBuf::from(d).join("workflow-operator"))
-        })
-        .unwrap_or_else(|| {
-            PathBuf::from(std::env::var_os("HOME").unwrap_or_default())
-                .join(".cache/workflow-operator")
-        });
-    let dir = cache.join("node-images");
+    let out = Command::new(repo_root().join("tests/cluster/node.sh"))
+        .arg("images-dir")
+        .output()
+        .expect("run tests/cluster/node.sh images-dir");
+    let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim());
     [dir.join("pause.tar"), dir.join("busybox.tar")]
 }
 

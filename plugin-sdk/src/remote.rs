@@ -223,17 +223,39 @@ pub fn nodes_ready(
     ssh: &SshParams,
     budget: TargetBudget,
 ) -> Step {
+    on_nodes(name, "WORKFLOW_CHECK_NODE_READY", ssh, budget)
+        .env("WORKFLOW_NODE_READY_TIMEOUT", timeout_seconds.to_string())
+        .env("WORKFLOW_NODE_READY_REMOVE_TAINT", JOINING_TAINT)
+        // The pod outlives the wait: the runner reports before the kubelet would stop it.
+        .timeout_secs(timeout_seconds.saturating_add(60))
+}
+
+/// A step named `name` that acts on each target's Node (the Node named as the target) through
+/// the API server instead of logging in: the runner in the mode the environment variable
+/// `mode` turns on (`WORKFLOW_CHECK_NODE_READY`, `WORKFLOW_DRAIN`, `WORKFLOW_DELETE_NODES`),
+/// reporting per target as [`on_targets`] steps do. Its pod needs a service account with the
+/// mode's rights; only `ssh.roles` of `ssh` applies.
+///
+/// ```
+/// use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget};
+///
+/// let step = remote::on_nodes("delete-nodes", "WORKFLOW_DELETE_NODES", &SshParams::default(), TargetBudget::default());
+/// assert!(step.env.iter().any(|e| e.name == "WORKFLOW_DELETE_NODES" && e.value == "true"));
+/// assert!(!step.env.iter().any(|e| e.name == "WORKFLOW_SSH_COMMAND"));
+/// ```
+pub fn on_nodes(
+    name: impl Into<String>,
+    mode: &str,
+    ssh: &SshParams,
+    budget: TargetBudget,
+) -> Step {
     let roles = SshParams {
         roles: ssh.roles.clone(),
         ..SshParams::default()
     };
     let mut step = on_targets(name, "", &roles, budget);
     step.env.retain(|e| e.name != COMMAND_ENV);
-    step.env("WORKFLOW_CHECK_NODE_READY", "true")
-        .env("WORKFLOW_NODE_READY_TIMEOUT", timeout_seconds.to_string())
-        .env("WORKFLOW_NODE_READY_REMOVE_TAINT", JOINING_TAINT)
-        // The pod outlives the wait: the runner reports before the kubelet would stop it.
-        .timeout_secs(timeout_seconds.saturating_add(60))
+    step.env(mode, "true")
 }
 
 /// The step's report over its targets: what the operator passed in `outcome.targets`, or, from

@@ -126,6 +126,10 @@ fn drain_node(api: &Api, name: &str, options: &DrainOptions) -> Result<(), Strin
         let mut blocked = Vec::new();
         for pod in &pods {
             let id = pod_id(pod);
+            // Evicted already and on its way out: waited for, not asked again.
+            if pod["metadata"]["deletionTimestamp"].is_string() {
+                continue;
+            }
             if let Some(why) = refusal(pod, options) {
                 return Err(format!(
                     "cannot drain Node {name}: pod {id} {why} (nothing was evicted after it)"

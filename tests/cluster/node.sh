@@ -8,6 +8,8 @@
 #   tests/cluster/node.sh status              state of containerd, kubelet and the node
 #   tests/cluster/node.sh import-image PATH   import an image archive (e.g. target/image/workflow-operator.tar)
 #   tests/cluster/node.sh host-ip             the host's own address, where pods reach the host
+#   tests/cluster/node.sh images-dir          where the node's image archives are (pause.tar,
+#                                             busybox.tar), e.g. for target hosts joining as Nodes
 #
 # cluster.sh calls up (when WORKFLOW_REAL_NODE=1), down and status itself. Needs root.
 #
@@ -912,5 +914,6 @@ case "${1:-}" in
   status) cmd_status ;;
   import-image) take_lock; cmd_import_image "${2:-}" ;;
   host-ip) host_ip ;;
-  *) echo "usage: $0 up|down|status|import-image PATH" >&2; exit 2 ;;
+  images-dir) echo "${IMAGES_DIR}" ;;
+  *) echo "usage: $0 up|down|status|import-image PATH|host-ip|images-dir" >&2; exit 2 ;;
 esac

@@ -70,21 +70,6 @@ pub struct DecommissionParams {
 /// The `decommission` workflow type.
 pub struct Decommission;
 
-/// A step that acts through the API server on each target's Node: `remote::nodes_ready`'s
-/// shape, with `mode` set instead of the readiness check.
-fn through_api(name: &str, mode: &str, ssh: &SshParams, budget: TargetBudget) -> Step {
-    let mut step = remote::nodes_ready(name, 60, ssh, budget);
-    step.env.retain(|e| {
-        !matches!(
-            e.name.as_str(),
-            "WORKFLOW_CHECK_NODE_READY"
-                | "WORKFLOW_NODE_READY_TIMEOUT"
-                | "WORKFLOW_NODE_READY_REMOVE_TAINT"
-        )
-    });
-    step.env(mode, "true")
-}
-
 impl WorkflowType for Decommission {
     type Params = DecommissionParams;
 
@@ -101,7 +86,7 @@ impl WorkflowType for Decommission {
             min_healthy_percent: p.min_healthy_percent,
         };
         let timeout = p.drain_timeout_seconds.unwrap_or(300);
-        let mut drain = through_api("drain-nodes", "WORKFLOW_DRAIN", &p.ssh, budget)
+        let mut drain = remote::on_nodes("drain-nodes", "WORKFLOW_DRAIN", &p.ssh, budget)
             .description("排空节点")
             .env("WORKFLOW_DRAIN_TIMEOUT", timeout.to_string())
             .timeout_secs(timeout.saturating_add(60));
@@ -121,8 +106,9 @@ impl WorkflowType for Decommission {
             remote::on_targets("stop-kubelet", stop, &p.ssh, budget)
                 .description("停止 kubelet")
                 .depends_on(["drain-nodes"]),
-            through_api("delete-nodes", "WORKFLOW_DELETE_NODES", &p.ssh, budget)
+            remote::on_nodes("delete-nodes", "WORKFLOW_DELETE_NODES", &p.ssh, budget)
                 .description("删除节点")
+                .timeout_secs(120)
                 .depends_on(["stop-kubelet"]),
         ])
     }
