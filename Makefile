@@ -10,7 +10,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help tools plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook bench-join
+.PHONY: help tools plugins build lint fmt test docs manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook bench-join
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -52,6 +52,17 @@ test: tools plugins image ## Unit, plugin and end-to-end tests (starts the local
 	WORKFLOW_REAL_NODE=$${WORKFLOW_REAL_NODE-1} $(CARGO) test --workspace --no-fail-fast; rc=$$?; \
 	if [ $$was_up = 0 ] && [ -z "$$KEEP_CLUSTER" ]; then tests/cluster/cluster.sh down; fi; \
 	exit $$rc
+
+# The book (docs/): mdBook, installed on first use into a cache outside the repository keyed by
+# its version (as the local cluster's binaries are), with a cargo target directory of its own.
+MDBOOK_VERSION := 0.4.52
+MDBOOK_TOOLS := $(or $(XDG_CACHE_HOME),$(HOME)/.cache)/workflow-operator/tools
+MDBOOK := $(MDBOOK_TOOLS)/mdbook-$(MDBOOK_VERSION)/bin/mdbook
+docs: ## Build the book into docs/book/ (mdBook, installed when missing) and check it and README.md: links, anchors, shown commands
+	@[ -x '$(MDBOOK)' ] || CARGO_TARGET_DIR='$(MDBOOK_TOOLS)/mdbook-build' $(CARGO) install --locked mdbook \
+	  --version $(MDBOOK_VERSION) --no-default-features --features search --root '$(MDBOOK_TOOLS)/mdbook-$(MDBOOK_VERSION)'
+	'$(MDBOOK)' build docs
+	python3 scripts/check_docs.py
 
 manifests: ## Regenerate crds/ from the Rust types
 	$(CARGO) run -q -p workflow-operator -- crdgen > crds/workflow.rxg456.cn.yaml
