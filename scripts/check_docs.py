@@ -44,30 +44,32 @@ def markdown_files(root):
     return files
 
 
-def lines_outside_code(text):
-    """(line number, line) of the lines that are not inside a fenced code block."""
-    fence = None
+def classified_lines(text):
+    """(line number, line, block) of each line but the fences: block is None outside a fenced
+    code block, else (the block's opening line number, its language or "")."""
+    block = None
     for number, line in enumerate(text.splitlines(), 1):
         m = FENCE.match(line)
-        if m and (fence is None or m.group(1).startswith(fence)):
-            fence = m.group(1)[0] * 3 if fence is None else None
-            continue
-        if fence is None:
-            yield number, line
+        if m and block is None:
+            block, fence = (number, m.group(2).lower()), m.group(1)[0] * 3
+        elif m and block is not None and m.group(1).startswith(fence) and not m.group(2):
+            block = None
+        else:
+            yield number, line, block
+
+
+def lines_outside_code(text):
+    """(line number, line) of the lines that are not inside a fenced code block."""
+    return ((number, line) for number, line, block in classified_lines(text) if block is None)
 
 
 def code_blocks(text):
-    """(first line number, language, [(line number, line)]) of each fenced code block."""
-    fence, language, lines = None, "", []
-    for number, line in enumerate(text.splitlines(), 1):
-        m = FENCE.match(line)
-        if m and fence is None:
-            fence, language, lines = m.group(1)[0] * 3, m.group(2).lower(), []
-        elif m and m.group(1).startswith(fence) and not m.group(2):
-            yield language, lines
-            fence = None
-        elif fence is not None:
-            lines.append((number, line))
+    """(language, [(line number, line)]) of each fenced code block."""
+    blocks = {}
+    for number, line, block in classified_lines(text):
+        if block is not None:
+            blocks.setdefault(block, []).append((number, line))
+    return [(language, lines) for (_, language), lines in blocks.items()]
 
 
 def heading_ids(text):
