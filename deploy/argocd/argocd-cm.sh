@@ -3,7 +3,7 @@
 # (<group>/<kind>/health.lua, in the layout of argo-cd's resource_customizations/), as a merge
 # patch of argocd-cm's data:
 #   kubectl -n argocd patch configmap argocd-cm --type merge --patch-file <(deploy/argocd/argocd-cm.sh)
-# The README shows its output; a test checks that the two agree.
+# The book's GitOps chapter (docs/src/gitops.md) shows its output; a test checks that the two agree.
 set -euo pipefail
 export LC_ALL=C   # the glob's order, whatever the locale
 cd "$(dirname "${BASH_SOURCE[0]}")"

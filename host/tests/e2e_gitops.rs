@@ -1,8 +1,9 @@
 //! End to end: what GitOps tools read of WorkflowGroups and Workflows, judged by the tools' own
 //! code: the kstatus library that Flux and kpt wait with (cli-utils, built by
 //! `tests/gitops/build-kstatus.sh`), the Argo CD health checks of `deploy/argocd/` run by Lua 5.1
-//! (the Lua Argo CD embeds), and the README's `kubectl wait` and `argocd-cm` commands. Every
-//! version of each object is judged, from its creation on, as a watch delivers them.
+//! (the Lua Argo CD embeds), and the `kubectl wait` and `argocd-cm` commands of the book's
+//! GitOps chapter (docs/src/gitops.md). Every version of each object is judged, from its
+//! creation on, as a watch delivers them.
 
 #[path = "support/operator.rs"]
 mod operator;
@@ -216,8 +217,8 @@ fn the_readme_shows_the_argocd_cm_entries_that_deploy_argocd_argocd_cm_sh_prints
     );
     assert!(printed.contains("resource.customizations.health.workflow.rxg456.cn_WorkflowGroup: |"));
     assert!(
-        readme_gitops_section().contains(&format!("```yaml\n{printed}```")),
-        "the README's argocd-cm entries are not what `deploy/argocd/argocd-cm.sh` prints: paste its output:\n{printed}"
+        gitops_chapter().contains(&format!("```yaml\n{printed}```")),
+        "the GitOps chapter's argocd-cm entries are not what `deploy/argocd/argocd-cm.sh` prints: paste its output:\n{printed}"
     );
 }
 
@@ -260,13 +261,13 @@ fn the_readmes_argocd_cm_command_installs_the_health_checks_and_keeps_the_rest()
     }
 }
 
-/// The README's `kubectl wait` commands, run as shown against `ns`'s groups `completes` and
+/// The GitOps chapter's `kubectl wait` commands, run as shown against `ns`'s groups `completes` and
 /// `fails`: each returns for the group it names the state of, and times out for the other.
 fn readme_kubectl_waits_tell_completed_from_failed(ns: &str) {
     let lines = readme_lines("kubectl wait ");
     assert!(
         lines.len() >= 2,
-        "the README shows no kubectl wait: {lines:?}"
+        "the GitOps chapter shows no kubectl wait: {lines:?}"
     );
     for line in &lines {
         let words = shell_words(line);
@@ -675,20 +676,15 @@ fn run_with_stdin(mut command: Command, input: &[u8]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-/// The README's section "Using it with GitOps".
-fn readme_gitops_section() -> String {
-    let readme = std::fs::read_to_string(repo_root().join("README.md")).expect("read README.md");
-    let start = readme
-        .find("## Using it with GitOps\n")
-        .expect("the README has a section \"Using it with GitOps\"");
-    let section = &readme[start..];
-    let end = section[3..].find("\n## ").map_or(section.len(), |i| i + 3);
-    section[..end].to_string()
+/// The book's chapter "Using it with GitOps".
+fn gitops_chapter() -> String {
+    std::fs::read_to_string(repo_root().join("docs/src/gitops.md"))
+        .expect("read docs/src/gitops.md")
 }
 
-/// The lines of the README's GitOps section that start with `prefix`.
+/// The lines of the GitOps chapter that start with `prefix`.
 fn readme_lines(prefix: &str) -> Vec<String> {
-    readme_gitops_section()
+    gitops_chapter()
         .lines()
         .filter(|l| l.starts_with(prefix))
         .map(str::to_string)
@@ -696,7 +692,7 @@ fn readme_lines(prefix: &str) -> Vec<String> {
 }
 
 /// `line` split into words as a shell splits it: at spaces outside single quotes, the quotes
-/// removed (what the README's commands use).
+/// removed (what the chapter's commands use).
 fn shell_words(line: &str) -> Vec<String> {
     let mut words = Vec::new();
     let mut word = String::new();
