@@ -4,8 +4,11 @@
 //!   the Kubernetes-free model of targets and steps (`workflow-model`).
 //! - [`plugin`]: the sandboxed plugin runtime and the hot-reloading registry (no Kubernetes types).
 //! - [`render`]: group + plugin -> Workflow, shared by the controller and the CLI.
+//! - [`names`]: the name of every object the operator creates.
 //! - [`graph`]: a workflow's steps as a validated dependency graph (from `workflow-model`).
 //! - [`controllers`]: the WorkflowGroup and Workflow controllers.
+//! - [`locks`]: the locks on targets that keep groups apart; [`approvals`]: which approvals
+//!   of steps count.
 //! - [`cli`]: subcommands of the `workflow-operator` binary.
 //! - [`http`]: health, readiness, metrics and the loaded plugins.
 //! - [`plugin_configmaps`]: plugins from labelled ConfigMaps, read through the API.
@@ -13,10 +16,13 @@
 //! - [`webhook`]: the validating admission webhook: plugins refuse bad groups at apply time.
 
 pub mod api;
+pub mod approvals;
 pub mod cli;
 pub mod controllers;
 pub mod http;
 pub mod leader;
+pub mod locks;
+pub mod names;
 pub mod plugin;
 pub mod plugin_configmaps;
 pub mod render;

@@ -9,9 +9,9 @@ use kube::runtime::events::Reporter;
 use tracing::info;
 use workflow_model::text::printable;
 use workflow_operator::cli::plugin::PluginCommand;
-use workflow_operator::controllers::locks::LockConfig;
-use workflow_operator::controllers::workflow::pod::StepDefaults;
+use workflow_operator::controllers::context::StepDefaults;
 use workflow_operator::controllers::{self, Metrics, OperatorConfig};
+use workflow_operator::locks::LockConfig;
 
 /// jemalloc instead of the C library's allocator: glibc keeps much of what a burst freed (the
 /// plugin compiler's at start-up, a thousand groups' at scale) in its per-thread arenas, and
@@ -164,7 +164,7 @@ struct RunArgs {
     webhook: WebhookArgs,
 }
 
-/// The validating admission webhook (see the README: "Refusal at apply time").
+/// The validating admission webhook (see docs/src/using-groups.md: "Refusal at apply time").
 #[derive(clap::Args)]
 struct WebhookArgs {
     /// Address of the admission webhook (HTTPS), served by every replica; unset: no webhook.

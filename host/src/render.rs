@@ -6,13 +6,12 @@
 use std::collections::BTreeMap;
 
 use kube::{Resource, ResourceExt, api::ObjectMeta};
-use sha2::{Digest, Sha256};
-use workflow_model::text;
 
 use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WAVE, LABEL_WORKFLOW_TYPE, Workflow,
     WorkflowGroup, WorkflowSpec,
 };
+use crate::names::wave_workflow_name;
 use crate::plugin::{GroupContext, Plugin, PluginError, Target};
 
 /// Why a Workflow could not be rendered.
@@ -28,9 +27,6 @@ pub enum RenderError {
     #[error(transparent)]
     Plugin(#[from] PluginError),
 }
-
-/// Longest object name we generate: Workflow names also go into label values.
-const MAX_NAME: usize = 63;
 
 /// The plugin context for `workflow_type` in `group` at time `now` (Unix seconds).
 pub fn plugin_context(group: &WorkflowGroup, workflow_type: &str, now: i64) -> GroupContext {
@@ -93,58 +89,6 @@ pub fn type_params(group: &WorkflowGroup, workflow_type: &str) -> serde_json::Va
         .get(workflow_type)
         .cloned()
         .unwrap_or_else(|| serde_json::json!({}))
-}
-
-/// The deterministic name of the Workflow of `workflow_type` in `group`.
-///
-/// Deterministic so that creating it twice (after a crash between create and status update)
-/// hits the existing object instead of making a second one. The suffix hashes the group's UID,
-/// so a group deleted and re-created under the same name never adopts its predecessor's
-/// Workflows while they are being garbage-collected.
-pub fn workflow_name(group: &WorkflowGroup, workflow_type: &str) -> String {
-    wave_workflow_name(group, workflow_type, None)
-}
-
-/// The deterministic name of the Workflow of `workflow_type` in `wave` of `group`'s rollout
-/// (`<group>-<type>-w<wave>-<hash>`); [`workflow_name`] without a wave.
-pub fn wave_workflow_name(group: &WorkflowGroup, workflow_type: &str, wave: Option<u32>) -> String {
-    let identity = group.uid().unwrap_or_else(|| {
-        format!(
-            "{}/{}",
-            group.namespace().unwrap_or_default(),
-            group.name_any()
-        )
-    });
-    match wave {
-        None => {
-            let suffix = short_hash(&[&identity, workflow_type]);
-            bounded_name(&[&group.name_any(), workflow_type], &suffix, MAX_NAME)
-        }
-        Some(w) => {
-            let w = format!("w{w}");
-            let suffix = short_hash(&[&identity, workflow_type, &w]);
-            bounded_name(&[&group.name_any(), workflow_type, &w], &suffix, MAX_NAME)
-        }
-    }
-}
-
-/// `parts` joined by `-`, shortened so that with `-suffix` the result has at most `max`
-/// characters and still ends in a letter or digit before the suffix.
-pub fn bounded_name(parts: &[&str], suffix: &str, max: usize) -> String {
-    let base = parts.join("-");
-    let room = max.saturating_sub(suffix.len() + 1);
-    let base = text::prefix(&base, room).trim_end_matches(['-', '.']);
-    format!("{base}-{suffix}")
-}
-
-/// First 8 hex digits of the sha256 of `parts` (separated so that ("ab","c") != ("a","bc")).
-pub fn short_hash(parts: &[&str]) -> String {
-    let mut hasher = Sha256::new();
-    for part in parts {
-        hasher.update(part.as_bytes());
-        hasher.update([0]);
-    }
-    hex::encode(&hasher.finalize()[..4])
 }
 
 /// Renders the Workflow that the group controller creates for `plugin`'s type in `group`.
@@ -233,32 +177,4 @@ fn render_group(
         },
         status: None,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn long_names_are_cut_to_63_characters_and_keep_their_suffix() {
-        let name = bounded_name(&[&"g".repeat(70), "pre-check"], "0123abcd", 63);
-        assert_eq!(name.len(), 63);
-        assert!(name.ends_with("-0123abcd"));
-        assert_eq!(bounded_name(&["a", "b"], "1", 5), "a-b-1");
-        assert_eq!(bounded_name(&["abc-", "d"], "1", 6), "abc-1");
-    }
-
-    #[test]
-    fn workflow_names_differ_per_type_and_per_group_uid() {
-        let mut group: WorkflowGroup =
-            serde_saphyr::from_str(include_str!("../../examples/workflowgroup-sample.yaml"))
-                .unwrap();
-        let unsaved = workflow_name(&group, "pre-check");
-        assert!(unsaved.starts_with("workflowgroup-sample-pre-check-"));
-        assert_ne!(unsaved, workflow_name(&group, "setup"));
-        group.metadata.uid = Some("451dd666-07dd-4697-9e43-9eee393e0453".into());
-        let saved = workflow_name(&group, "pre-check");
-        assert_ne!(unsaved, saved);
-        assert_eq!(saved, workflow_name(&group, "pre-check"));
-    }
 }

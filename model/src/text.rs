@@ -122,6 +122,21 @@ pub fn one_line(s: &str, max: usize) -> String {
     truncate(&joined, max, Marker::Length).into_owned()
 }
 
+/// `s` folded onto one line: each run of whitespace and control characters becomes one
+/// space, and the ends are trimmed. For a reason or message shown on a line of its own.
+///
+/// ```
+/// use workflow_model::text::fold;
+///
+/// assert_eq!(fold(" connect:\n  refused\u{1b}[2J "), "connect: refused [2J");
+/// ```
+pub fn fold(s: &str) -> String {
+    s.split(|c: char| c.is_whitespace() || c.is_control())
+        .filter(|word| !word.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

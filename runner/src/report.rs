@@ -9,6 +9,8 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use workflow_model::text::{self, Marker};
+
 /// The kubelet keeps this much of a termination message; a little is left for its own use.
 pub const MESSAGE_BUDGET: usize = 4000;
 /// A problem line's reason is cut to this many bytes, so that many problems fit.
@@ -57,11 +59,15 @@ impl TargetResult {
                 format!(
                     "UNREACHABLE {}: {}",
                     self.name,
-                    cut(&one_line(why), REASON_BUDGET)
+                    cut(&text::fold(why), REASON_BUDGET)
                 )
             }
             Outcome::CheckFailed(why) => {
-                format!("FAIL {}: {}", self.name, cut(&one_line(why), REASON_BUDGET))
+                format!(
+                    "FAIL {}: {}",
+                    self.name,
+                    cut(&text::fold(why), REASON_BUDGET)
+                )
             }
             other => {
                 let what = match other {
@@ -170,23 +176,13 @@ fn last_line(text: &str) -> &str {
         .unwrap_or("")
 }
 
-/// `text` on one line: line breaks and other control characters become spaces.
-fn one_line(text: &str) -> String {
-    text.chars()
-        .map(|c| if c.is_control() { ' ' } else { c })
-        .collect()
-}
-
-/// `text` cut to at most `max` bytes at a character boundary, marked with `...` when cut.
+/// `text` cut to at most `max` bytes (the marker included) at a character boundary, marked
+/// with `...` when cut.
 fn cut(text: &str, max: usize) -> String {
     if text.len() <= max {
         return text.to_owned();
     }
-    let mut end = max.saturating_sub(3);
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &text[..end])
+    text::truncate(text, max.saturating_sub(3), Marker::Dots).into_owned()
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use crate::api::{
     Approval, ApprovalDecision, ApprovalSpec, LABEL_GROUP_NAME, Workflow, WorkflowGroup,
 };
 use crate::controllers::workflow::pod::CONTAINER;
+use crate::names::approval_name;
 
 /// What `get` prints.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -156,7 +157,7 @@ pub fn approve(
             .into_iter()
             .filter(|g| named.iter().any(|n| n.strip_prefix("group:") == Some(g.as_str())))
             .collect();
-        let run = crate::controllers::workflow::plan::run_of(workflow);
+        let run = crate::api::run_of(workflow);
         let name = approval_name(&workflow.name_any(), step, run, &username);
         let decision = if reject {
             ApprovalDecision::Reject
@@ -191,14 +192,6 @@ pub fn approve(
         );
         Ok(0)
     })
-}
-
-/// The name of `user`'s Approval of `step` of `workflow` in `run`: one per user, step and run.
-fn approval_name(workflow: &str, step: &str, run: u32, user: &str) -> String {
-    use sha2::{Digest as _, Sha256};
-    let hash = hex::encode(Sha256::digest(user.as_bytes()));
-    let prefix: String = format!("{workflow}-{step}").chars().take(220).collect();
-    format!("{prefix}-r{run}-{}", &hash[..10])
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

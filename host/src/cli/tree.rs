@@ -6,6 +6,7 @@ use std::fmt::Write as _;
 
 use k8s_openapi::jiff::{Timestamp, tz::TimeZone};
 use kube::ResourceExt;
+use workflow_model::text;
 
 use crate::api::{Phase, StepDetail, Workflow, WorkflowGroup};
 use crate::controllers::status::succeeded;
@@ -32,7 +33,7 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
         ),
     );
     if let Some(c) = condition {
-        let _ = writeln!(out, "│ {}: {}", c.reason, one_line(&c.message));
+        let _ = writeln!(out, "│ {}: {}", c.reason, brief(&c.message));
     }
     if let Some(rollout) = &status.rollout {
         let _ = writeln!(
@@ -111,7 +112,7 @@ fn workflow_branch(out: &mut String, workflow: &Workflow, last: bool, now: Times
         ),
     );
     if let Some(c) = succeeded(&status.conditions).filter(|c| c.reason != "Running") {
-        let _ = writeln!(out, "{indent}│ {}: {}", c.reason, one_line(&c.message));
+        let _ = writeln!(out, "{indent}│ {}: {}", c.reason, brief(&c.message));
     }
     let steps = &workflow.spec.steps;
     for (i, step) in steps.iter().enumerate() {
@@ -168,7 +169,7 @@ fn step_branch(
         }
     }
     if let Some(message) = &detail.message {
-        let _ = write!(line, "  {}", one_line(message));
+        let _ = write!(line, "  {}", brief(message));
     } else if phase == Phase::Pending && detail.attempts == 0 {
         line.push_str("  (waiting for its dependencies)");
     }
@@ -185,7 +186,7 @@ fn step_branch(
                 "{indent}{more}    · {} {:?}: {}",
                 problem.name,
                 problem.outcome,
-                one_line(&problem.reason)
+                brief(&problem.reason)
             );
         }
         let hidden = report.problems.len().saturating_sub(MAX_TARGETS_SHOWN);
@@ -230,10 +231,9 @@ fn duration(seconds: f64) -> String {
     }
 }
 
-/// `message` on one line, cut to 200 characters.
-fn one_line(message: &str) -> String {
-    let flat: String = message.split_whitespace().collect::<Vec<_>>().join(" ");
-    workflow_model::text::prefix(&flat, 200).to_string()
+/// `message` on one line, cut to 200 bytes.
+fn brief(message: &str) -> String {
+    text::prefix(&text::fold(message), 200).to_string()
 }
 
 #[cfg(test)]

@@ -1,19 +1,19 @@
-//! What every reconcile needs: the client, the plugins, the event recorder, metrics, settings
-//! and the per-object backoff.
+//! What every reconcile needs: handles to the client, the plugins, the event recorder,
+//! metrics, settings, the watch caches, the locks and the approvals.
 
 use std::sync::Arc;
 
-use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
 
 use super::error::Backoff;
-use super::locks::{LockConfig, Waiters};
 use super::metrics::Metrics;
-use super::workflow::pod::StepDefaults;
-use crate::api::{Approval, Workflow, WorkflowGroup};
+use super::written::WrittenStatus;
+use crate::api::{Workflow, WorkflowGroup};
+use crate::approvals::Approvals;
+use crate::locks::{LockConfig, Locks};
 use crate::plugin::PluginRegistry;
 
 /// Settings of the controllers.
@@ -27,6 +27,27 @@ pub struct OperatorConfig {
     pub concurrent_reconciles: u16,
     /// Where the locks on targets live.
     pub locks: LockConfig,
+}
+
+/// What a step pod gets when neither its step nor its pod template says otherwise.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StepDefaults {
+    /// The image of a step that names none (the step image, with `workflow-runner`).
+    pub image: String,
+    /// A `kubernetes.io/ssh-auth` Secret of the group's namespace mounted at `/etc/workflow/ssh` when
+    /// the pod template mounts nothing there; optional, so a step that needs no SSH still runs
+    /// where it does not exist.
+    pub ssh_secret: Option<String>,
+}
+
+impl StepDefaults {
+    /// Defaults of `image` and no SSH Secret.
+    pub fn image(image: &str) -> Self {
+        StepDefaults {
+            image: image.into(),
+            ssh_secret: None,
+        }
+    }
 }
 
 /// What every reconcile needs.
@@ -44,17 +65,12 @@ pub struct Context {
     pub workflows: Store<Workflow>,
     /// Every step pod the operator watches (labelled with a workflow UID).
     pub pods: Store<Pod>,
-    /// Every WorkflowGroup the operator watches (lock holders, groups waiting in line).
+    /// Every WorkflowGroup the operator watches.
     pub groups: Store<WorkflowGroup>,
-    /// The lock Leases.
-    pub leases: Store<Lease>,
-    /// Every Approval of a step the operator watches.
-    pub approvals: Store<Approval>,
-    /// Whether Approvals can be trusted (the approval policy is in force), when last asked.
-    pub approval_trust:
-        std::sync::Mutex<Option<(std::time::Instant, super::workflow::approval::Trust)>>,
-    /// Groups waiting for a lock, woken when it is freed.
-    pub lock_waiters: Arc<Waiters>,
+    /// The locks on targets, and the groups waiting for them.
+    pub locks: Locks,
+    /// The Approvals of steps, and whether they can be trusted.
+    pub approvals: Approvals,
     /// The statuses written and not yet seen in the caches.
-    pub written: super::write::WrittenStatus,
+    pub written: WrittenStatus,
 }

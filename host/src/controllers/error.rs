@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::plugin::PluginError;
+use crate::plugin::{PluginError, PluginErrorKind};
 
 /// Why a reconcile failed. The controller retries each with backoff; none of these is the
 /// user's fault (those end up in conditions instead).
@@ -34,6 +34,24 @@ impl Error {
     /// failure.
     pub fn is_conflict(&self) -> bool {
         matches!(self, Error::Kube(kube::Error::Api(e)) if e.code == 409)
+    }
+
+    /// What failed, as the `kind` label of the reconcile error metric: `api`,
+    /// `missing-namespace`, `plugin-<kind>` ([`crate::plugin::PluginErrorKind`]),
+    /// `pod-refused` or `name-taken`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Error::Kube(_) => "api",
+            Error::MissingNamespace => "missing-namespace",
+            Error::PluginUnavailable(e) => match e.kind() {
+                PluginErrorKind::Refused => "plugin-refused",
+                PluginErrorKind::Transient => "plugin-transient",
+                PluginErrorKind::Broken => "plugin-broken",
+                PluginErrorKind::CannotLoad => "plugin-cannot-load",
+            },
+            Error::PodRefused(_) => "pod-refused",
+            Error::NameTaken { .. } => "name-taken",
+        }
     }
 }
 

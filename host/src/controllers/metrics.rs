@@ -15,8 +15,10 @@ struct PhaseLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ControllerLabels {
+struct ErrorLabels {
     controller: String,
+    /// What failed ([`super::Error::kind`]): `api`, `plugin-transient`, ...
+    kind: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -43,7 +45,7 @@ const STEP_START_BUCKETS: [f64; 13] = [
 /// Metrics exported on `/metrics`.
 pub struct Metrics {
     finished: Family<PhaseLabels, Counter>,
-    reconcile_errors: Family<ControllerLabels, Counter>,
+    reconcile_errors: Family<ErrorLabels, Counter>,
     reconcile_duration: Family<ReconcileLabels, Histogram>,
     api_requests: Family<ApiLabels, Counter>,
     step_start_latency: Histogram,
@@ -78,7 +80,7 @@ impl Metrics {
         );
         sub.register(
             "reconcile_errors",
-            "Reconciles that failed and were retried",
+            "Reconciles that failed and were retried, by controller and kind of error",
             metrics.reconcile_errors.clone(),
         );
         sub.register(
@@ -134,11 +136,12 @@ impl Metrics {
             .inc();
     }
 
-    /// Counts a failed reconcile of `controller`.
-    pub fn reconcile_failed(&self, controller: &str) {
+    /// Counts a failed reconcile of `controller`, by what failed (`kind`).
+    pub fn reconcile_failed(&self, controller: &str, kind: &str) {
         self.reconcile_errors
-            .get_or_create(&ControllerLabels {
+            .get_or_create(&ErrorLabels {
                 controller: controller.into(),
+                kind: kind.into(),
             })
             .inc();
     }

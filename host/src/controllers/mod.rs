@@ -6,18 +6,21 @@
 //!   status writes, Events, the error policy, instrumentation).
 //! - [`status`]: the `Succeeded` condition and the transitions published as Events;
 //!   [`reason`]: every condition and Event reason.
-//! - [`locks`]: the locks on targets that keep groups apart.
+//! - [`written`]: the statuses written and not yet seen in the caches.
 //! - [`context`], [`error`], [`metrics`].
+//!
+//! The locks on targets ([`crate::locks`]) and the approvals of steps ([`crate::approvals`])
+//! are rooms of their own that the controllers use.
 
 pub mod context;
 pub mod error;
-pub mod locks;
 pub mod metrics;
 pub mod reason;
 pub mod status;
 pub mod workflow;
 pub mod workflowgroup;
 pub mod write;
+pub mod written;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -37,7 +40,9 @@ pub use error::{Error, Result};
 pub use metrics::Metrics;
 
 use crate::api::{Approval, LABEL_WORKFLOW_UID, Workflow, WorkflowGroup};
+use crate::approvals::Approvals;
 use crate::http::Readiness;
+use crate::locks::{LockCaches, Locks};
 use crate::plugin::PluginRegistry;
 
 /// A stream that yields whenever the set of loaded plugins changes.
@@ -118,7 +123,7 @@ pub async fn run(
         .reflect(group_writer)
         .inspect(move |event| {
             if let Ok(watcher::Event::Delete(group)) = event {
-                tokio::spawn(locks::release_deleted(
+                tokio::spawn(crate::locks::release_deleted(
                     release_client.clone(),
                     lock_namespace.clone(),
                     group.clone(),
@@ -129,12 +134,12 @@ pub async fn run(
     // The lock Leases; a deleted one wakes the groups waiting for it.
     let (wake, woken) = futures::channel::mpsc::unbounded();
     let wake_owner = wake.clone();
-    let lock_waiters = Arc::new(locks::Waiters::new(wake));
+    let lock_waiters = Arc::new(crate::locks::Waiters::new(wake));
     let (lease_store, lease_writer) = reflector::store();
     let (waiters, waiting_groups) = (lock_waiters.clone(), group_store.clone());
     let lease_watch = watcher(
         Api::<Lease>::namespaced(client.clone(), &config.locks.namespace),
-        watcher::Config::default().labels(locks::LABEL_LOCK),
+        watcher::Config::default().labels(crate::locks::LABEL_LOCK),
     )
     .default_backoff()
     .modify(strip_managed_fields)
@@ -185,6 +190,18 @@ pub async fn run(
         .reflect(approval_writer)
         .touched_objects();
     let controller_config = ControllerConfig::default().concurrency(config.concurrent_reconciles);
+    let locks = Locks::new(
+        client.clone(),
+        config.locks.clone(),
+        config.namespace.clone(),
+        LockCaches {
+            leases: lease_store.clone(),
+            groups: group_store.clone(),
+            workflows: workflow_store.clone(),
+            pods: pod_store.clone(),
+        },
+        lock_waiters,
+    );
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry: registry.clone(),
@@ -196,18 +213,16 @@ pub async fn run(
         workflows: workflow_store.clone(),
         pods: pod_store.clone(),
         groups: group_store.clone(),
-        leases: lease_store.clone(),
-        approvals: approval_store,
-        approval_trust: std::sync::Mutex::default(),
-        lock_waiters,
-        written: write::WrittenStatus::default(),
+        locks,
+        approvals: Approvals::new(client.clone(), approval_store),
+        written: written::WrittenStatus::default(),
     });
     // The sweeper of gone holders' locks starts once the caches it judges by are complete.
     let sweeper = (ctx.clone(), group_store.clone(), lease_store);
     tokio::spawn(async move {
         let (ctx, groups, leases) = sweeper;
         if store_ready(&groups).await && store_ready(&leases).await {
-            locks::sweep(ctx).await;
+            ctx.locks.sweep().await;
         }
     });
 

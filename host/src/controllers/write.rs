@@ -78,57 +78,6 @@ where
 /// The field manager of every status the operator writes.
 pub const FIELD_MANAGER: &str = "workflow-operator";
 
-/// The last status the operator wrote to each object (by UID), until its watch cache shows
-/// it. A reconcile that runs on a cached object older than our own last write (another event
-/// came in before the write's) would otherwise write the same status again.
-#[derive(Debug, Default)]
-pub struct WrittenStatus {
-    last: std::sync::Mutex<std::collections::HashMap<String, u64>>,
-}
-
-impl WrittenStatus {
-    /// Entries kept at most; past that the memory is dropped (costing at worst one repeated
-    /// write per object), so objects deleted before their cache caught up cannot pile up.
-    const MAX: usize = 16_384;
-
-    fn lock(&self) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, u64>> {
-        self.last
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// Whether `new` is what was last written to `uid` and the cache (`old`) has not caught
-    /// up with it yet. Forgets the write once the cache shows it. Statuses are serialized only
-    /// while a write of `uid` is remembered, not on every reconcile.
-    fn already_written<S: Serialize>(&self, uid: &str, old: &S, new: &S) -> bool {
-        let Some(written) = self.lock().get(uid).copied() else {
-            return false;
-        };
-        if written == digest_of(old) {
-            self.lock().remove(uid);
-            return false;
-        }
-        written == digest_of(new)
-    }
-
-    fn remember(&self, uid: &str, written: u64) {
-        let mut last = self.lock();
-        if last.len() >= Self::MAX {
-            last.clear();
-        }
-        last.insert(uid.to_string(), written);
-    }
-}
-
-fn digest_of<S: Serialize>(status: &S) -> u64 {
-    use std::hash::{Hash as _, Hasher as _};
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    serde_json::to_vec(status)
-        .unwrap_or_default()
-        .hash(&mut hasher);
-    hasher.finish()
-}
-
 /// Writes `new` as the status of `obj` when it differs from `old` (and from what was last
 /// written to it, when the cache has not caught up with that write yet), by server-side apply:
 /// the status is written whole, so a field the new status leaves out (a step's message that no
@@ -151,7 +100,7 @@ where
     api.patch_status(&obj.name_any(), &params, &Patch::Apply(&patch))
         .await
         .map_err(Error::Kube)?;
-    ctx.written.remember(&uid, digest_of(new));
+    ctx.written.remember(&uid, new);
     Ok(true)
 }
 
@@ -315,13 +264,14 @@ where
     let key = object_key(&*obj);
     let wait = ctx.backoff.failed(&key, error);
     let conflict = error.is_conflict();
+    let kind = error.kind();
     // Errors carry plugin text: escaped and cut before it reaches the log.
     let error = printable(&error.to_string(), 2048);
     if conflict {
         debug!(%controller, object = %key, %error, "conflict, retrying");
     } else {
         warn!(%controller, object = %key, %error, retry_in = ?wait, "reconcile failed");
-        ctx.metrics.reconcile_failed(&controller);
+        ctx.metrics.reconcile_failed(&controller, kind);
     }
     Action::requeue(wait)
 }
@@ -340,38 +290,4 @@ fn object_key<K: Resource<DynamicType = ()>>(obj: &K) -> String {
 /// (`workflow`, `workflowgroup`).
 fn controller_name<K: Resource<DynamicType = ()>>() -> String {
     K::kind(&()).to_lowercase()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_status_written_is_not_written_again_from_a_cache_that_has_not_seen_it() {
-        let written = WrittenStatus::default();
-        let (before, after) = (&"Pending", &"Running");
-        assert!(
-            !written.already_written("uid", before, after),
-            "nothing written yet"
-        );
-        written.remember("uid", digest_of(after));
-        // A reconcile on the stale object plans the same status: no second write.
-        assert!(written.already_written("uid", before, after));
-        // It plans something else: that is written.
-        assert!(!written.already_written("uid", before, &"Completed"));
-    }
-
-    #[test]
-    fn the_memory_of_a_write_ends_when_the_cache_shows_it() {
-        let written = WrittenStatus::default();
-        let (before, after) = (&"Pending", &"Running");
-        written.remember("uid", digest_of(after));
-        assert!(
-            !written.already_written("uid", after, after),
-            "the cache caught up"
-        );
-        // Forgotten: if the status is changed back by someone else, it is written again.
-        assert!(!written.already_written("uid", before, after));
-        assert!(written.lock().is_empty());
-    }
 }

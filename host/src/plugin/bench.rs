@@ -10,7 +10,8 @@ use super::bindings::{Plugin as Bindings, PluginPre};
 use super::call::new_store;
 use super::driver;
 use super::error::PluginError;
-use super::runtime::{Plugin, Runtime, error_line};
+use super::error::error_line;
+use super::runtime::{Plugin, Runtime};
 use super::sandbox::CallState;
 use super::types::GroupContext;
 

@@ -13,11 +13,11 @@ use workflow_model::text::{self, Marker};
 use super::bindings::exports::workflow::plugin::workflow_type as wit;
 use super::bindings::v0_1::workflow::plugin::types as v0_1;
 use super::bindings::v0_2::workflow::plugin::types as v0_2;
+use super::contract::{Contract, Exports};
 use super::driver;
 use super::engine::{deadline_ticks, limits, memory_limit};
-use super::error::PluginError;
-use super::load::{Contract, Exports};
-use super::runtime::{Plugin, RuntimeInner, error_line};
+use super::error::{PluginError, PluginErrorKind, error_line};
+use super::runtime::{Plugin, RuntimeInner};
 use super::sandbox::{CallState, LogTag};
 use super::types::{Gate, GroupContext, PluginInfo, Step, StepOutcome, Verdict};
 use super::validate;
@@ -245,24 +245,16 @@ fn outcome<T>(result: &Result<T, PluginError>) -> &'static str {
     let Err(error) = result else {
         return "ok";
     };
-    match error {
-        PluginError::Timeout { .. } => "timeout",
-        PluginError::Trap { .. } => "trap",
-        PluginError::MemoryExhausted { .. } => "memory",
-        PluginError::Instantiate { .. } => "instantiate",
-        PluginError::InvalidOutput { .. } | PluginError::InvalidInfo { .. } => "output",
+    match (error.kind(), error) {
+        (_, PluginError::Timeout { .. }) => "timeout",
+        (_, PluginError::Trap { .. }) => "trap",
+        (_, PluginError::MemoryExhausted { .. }) => "memory",
+        (_, PluginError::Instantiate { .. }) => "instantiate",
         // The plugin answered with an error of its own.
-        PluginError::InvalidParams { .. } | PluginError::TemplateFailed { .. } => "error",
-        // Loading fails with these before any call; listed so a new variant needs a kind.
-        PluginError::Read { .. }
-        | PluginError::ReadDir { .. }
-        | PluginError::NotBinaryData { .. }
-        | PluginError::NoPluginEntry { .. }
-        | PluginError::NotAComponent { .. }
-        | PluginError::Compile { .. }
-        | PluginError::WrongContract { .. }
-        | PluginError::MissingExport { .. }
-        | PluginError::UnsupportedImport { .. } => "load",
+        (PluginErrorKind::Refused, _) => "error",
+        (PluginErrorKind::Broken | PluginErrorKind::Transient, _) => "output",
+        // Loading fails with these before any call.
+        (PluginErrorKind::CannotLoad, _) => "load",
     }
 }
 

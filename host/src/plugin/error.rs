@@ -3,6 +3,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use workflow_model::text;
+
 /// The contract version this operator speaks, as in `plugin-sdk/wit/workflow-plugin.wit`.
 pub const CONTRACT_VERSION: &str = "0.3.0";
 /// The older contract versions whose plugins still load and work.
@@ -105,16 +107,66 @@ pub enum PluginError {
     TemplateFailed { plugin: String, message: String },
 }
 
+/// What kind of failure a [`PluginError`] is: the one classification the controllers, the
+/// webhook and the metrics act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginErrorKind {
+    /// The plugin's answer on its input: the params are invalid, or it refused to template.
+    /// Asking again gives the same answer; the user must change the group.
+    Refused,
+    /// The same call may well succeed later: the plugin ran out of time (the machine may be
+    /// loaded) or could not be started (every instance slot busy). Retried with backoff.
+    Transient,
+    /// The plugin misbehaved: it crashed, exhausted its memory, or answered with something
+    /// unusable. Its author must fix it.
+    Broken,
+    /// The plugin could not be loaded at all (unreadable, not a component, another contract).
+    CannotLoad,
+}
+
+impl PluginErrorKind {
+    /// `refused`, `transient`, `broken` or `cannot-load`: a metrics label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Refused => "refused",
+            Self::Transient => "transient",
+            Self::Broken => "broken",
+            Self::CannotLoad => "cannot-load",
+        }
+    }
+}
+
 impl PluginError {
-    /// Whether the same call may well succeed if made again later: the plugin ran out of time
-    /// (the machine may be loaded) or could not be started (every instance slot busy). The
-    /// controllers retry these with backoff; every other error is the plugin's or the input's
+    /// What kind of failure this is.
+    pub fn kind(&self) -> PluginErrorKind {
+        match self {
+            PluginError::InvalidParams { .. } | PluginError::TemplateFailed { .. } => {
+                PluginErrorKind::Refused
+            }
+            PluginError::Timeout { .. } | PluginError::Instantiate { .. } => {
+                PluginErrorKind::Transient
+            }
+            PluginError::Trap { .. }
+            | PluginError::MemoryExhausted { .. }
+            | PluginError::InvalidOutput { .. }
+            | PluginError::InvalidInfo { .. } => PluginErrorKind::Broken,
+            PluginError::Read { .. }
+            | PluginError::ReadDir { .. }
+            | PluginError::NotBinaryData { .. }
+            | PluginError::NoPluginEntry { .. }
+            | PluginError::NotAComponent { .. }
+            | PluginError::Compile { .. }
+            | PluginError::WrongContract { .. }
+            | PluginError::MissingExport { .. }
+            | PluginError::UnsupportedImport { .. } => PluginErrorKind::CannotLoad,
+        }
+    }
+
+    /// Whether the same call may well succeed if made again later
+    /// ([`PluginErrorKind::Transient`]); every other error is the plugin's or the input's
     /// answer, and asking again would give it again.
     pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            PluginError::Timeout { .. } | PluginError::Instantiate { .. }
-        )
+        self.kind() == PluginErrorKind::Transient
     }
 }
 
@@ -176,6 +228,20 @@ pub(crate) fn format_bytes(n: u64) -> String {
     } else {
         format!("{n} bytes")
     }
+}
+
+/// The first 12 hex digits of a content digest, for logs.
+pub(super) fn short_digest(digest: &str) -> &str {
+    digest.get(..12).unwrap_or(digest)
+}
+
+/// Longest error chain kept in a [`PluginError`], in bytes.
+const MAX_ERROR_LINE_BYTES: usize = 2048;
+
+/// `error` and its causes on one line: error chains can span lines (wasm backtraces);
+/// messages here are one line.
+pub(super) fn error_line(error: &wasmtime::Error) -> String {
+    text::one_line(&format!("{error:#}"), MAX_ERROR_LINE_BYTES)
 }
 
 #[cfg(test)]

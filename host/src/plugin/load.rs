@@ -5,81 +5,14 @@ use std::sync::{Arc, PoisonError};
 
 use sha2::{Digest as _, Sha256};
 use wasmtime::Engine;
-use wasmtime::component::{Component, ComponentExportIndex};
+use wasmtime::component::Component;
 
 use super::bindings::{PluginPre, v0_1, v0_2};
 use super::call;
-use super::error::{CONTRACT_VERSION, OLDER_CONTRACT_VERSIONS, PluginError};
-use super::runtime::{Compiled, Plugin, Runtime, error_line, short_digest};
+use super::contract::{Contract, EXPORT_NAME, Exports};
+use super::error::{PluginError, error_line, short_digest};
+use super::runtime::{Compiled, Plugin, Runtime};
 use super::sandbox::LogTag;
-
-/// The name under which a plugin exports its functions, without the version.
-const EXPORT_NAME: &str = "workflow:plugin/workflow-type";
-
-/// The contract version a plugin implements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Contract {
-    /// `workflow:plugin@0.3.0`, [`CONTRACT_VERSION`].
-    Current,
-    /// `workflow:plugin@0.2.0`: steps without `rerun-with`, gates without `needs-approval`.
-    V0_2,
-    /// `workflow:plugin@0.1.0`: `evaluate(step, outcome)` without the context, and an outcome
-    /// without the per-target report.
-    V0_1,
-}
-
-impl Contract {
-    /// Its version, e.g. `0.2.0`.
-    pub fn version(self) -> &'static str {
-        match self {
-            Contract::Current => CONTRACT_VERSION,
-            Contract::V0_2 => OLDER_CONTRACT_VERSIONS[0],
-            Contract::V0_1 => OLDER_CONTRACT_VERSIONS[1],
-        }
-    }
-
-    fn of(version: &str) -> Option<Self> {
-        [Contract::Current, Contract::V0_2, Contract::V0_1]
-            .into_iter()
-            .find(|c| c.version() == version)
-    }
-}
-
-/// Where the contract's functions are in one compiled plugin, found once per compilation.
-/// A call then looks up and typechecks only the function it calls, not all five as the
-/// generated bindings do on every instantiation.
-pub(super) struct Exports {
-    pub info: ComponentExportIndex,
-    pub validate: ComponentExportIndex,
-    pub template: ComponentExportIndex,
-    pub gate: ComponentExportIndex,
-    pub evaluate: ComponentExportIndex,
-}
-
-impl Exports {
-    fn find(component: &Component, origin: &str, contract: Contract) -> Result<Self, PluginError> {
-        let interface = format!("{EXPORT_NAME}@{}", contract.version());
-        let missing = |what: String| PluginError::MissingExport {
-            origin: origin.to_string(),
-            exports: what,
-        };
-        let (_, instance) = component
-            .get_export(None, interface.as_str())
-            .ok_or_else(|| missing(format!("no {interface}")))?;
-        let func = |name: &str| {
-            component
-                .get_export_index(Some(&instance), name)
-                .ok_or_else(|| missing(format!("{interface} without `{name}`")))
-        };
-        Ok(Self {
-            info: func("info")?,
-            validate: func("validate")?,
-            template: func("template")?,
-            gate: func("gate")?,
-            evaluate: func("evaluate")?,
-        })
-    }
-}
 
 impl Runtime {
     /// Loads a plugin from its bytes: compiles it (once per content digest), checks its

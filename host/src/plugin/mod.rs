@@ -10,6 +10,7 @@ mod bench;
 mod bindings;
 mod call;
 mod config;
+mod contract;
 mod driver;
 mod engine;
 mod error;
@@ -28,7 +29,7 @@ mod wit_edge;
 #[cfg(feature = "bench")]
 pub use bench::WarmInstance;
 pub use config::RuntimeConfig;
-pub use error::{CONTRACT_VERSION, IoError, PluginError};
+pub use error::{CONTRACT_VERSION, IoError, PluginError, PluginErrorKind};
 pub use metrics::PluginMetrics;
 pub use origin::Origin;
 pub use registry::{LoadedType, PluginRegistry, ScanReport, SourceFile, WatchGuard};

@@ -9,14 +9,12 @@ use std::sync::{Arc, Mutex, PoisonError};
 
 use wasmtime::Engine;
 use wasmtime::component::{InstancePre, Linker};
-use workflow_model::text;
 
 use super::config::RuntimeConfig;
+use super::contract::{Contract, Exports};
 #[cfg(doc)]
 use super::error::CONTRACT_VERSION;
-use super::error::PluginError;
-use super::load::Contract;
-use super::load::Exports;
+use super::error::{PluginError, short_digest};
 use super::metrics::PluginMetrics;
 use super::sandbox::{CallState, LogTag};
 use super::types::PluginInfo;
@@ -196,18 +194,4 @@ impl Plugin {
     pub fn contract_version(&self) -> &'static str {
         self.compiled.contract.version()
     }
-}
-
-/// The first 12 hex digits of a content digest, for logs.
-pub(super) fn short_digest(digest: &str) -> &str {
-    digest.get(..12).unwrap_or(digest)
-}
-
-/// Longest error chain kept in a [`PluginError`], in bytes.
-const MAX_ERROR_LINE_BYTES: usize = 2048;
-
-/// `error` and its causes on one line: error chains can span lines (wasm backtraces);
-/// messages here are one line.
-pub(super) fn error_line(error: &wasmtime::Error) -> String {
-    text::one_line(&format!("{error:#}"), MAX_ERROR_LINE_BYTES)
 }

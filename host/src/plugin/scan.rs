@@ -12,8 +12,9 @@ use std::sync::Arc;
 use serde::{Serialize, Serializer};
 
 use super::error::PluginError;
+use super::error::short_digest;
 use super::origin::Origin;
-use super::runtime::{Plugin, short_digest};
+use super::runtime::Plugin;
 
 /// What a scan needs to know of a loaded plugin.
 pub(super) trait Candidate: Clone {

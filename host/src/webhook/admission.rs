@@ -11,7 +11,7 @@ use std::collections::BTreeSet;
 use workflow_model::text::{self, Marker};
 
 use crate::api::WorkflowGroup;
-use crate::plugin::PluginError;
+use crate::plugin::{PluginError, PluginErrorKind};
 use crate::render::RenderError;
 
 /// Longest warning we return: the API server passes warnings to clients, which show them
@@ -49,16 +49,21 @@ impl TypeAnswer {
     /// Whether `error` is the plugin's verdict on the group (refuse) or a failure of the
     /// plugin itself (let in, with a warning).
     fn of_plugin_error(type_name: &str, error: PluginError) -> Self {
-        match error {
-            PluginError::InvalidParams { .. } => {
+        match error.kind() {
+            PluginErrorKind::Refused if matches!(error, PluginError::InvalidParams { .. }) => {
                 TypeAnswer::Refused(format!("spec.params.{type_name}: {error}"))
             }
-            // A template the plugin refused, or one that is not a runnable graph (a cycle,
-            // an unknown dependency, a duplicate name): the controllers would fail the group.
-            PluginError::TemplateFailed { .. } | PluginError::InvalidOutput { .. } => {
+            PluginErrorKind::Refused => {
                 TypeAnswer::Refused(format!("workflow type {type_name}: {error}"))
             }
-            other => TypeAnswer::Unanswered(other.to_string()),
+            // A template that is not a runnable graph (a cycle, an unknown dependency, a
+            // duplicate name): the controllers would fail the group.
+            PluginErrorKind::Broken if matches!(error, PluginError::InvalidOutput { .. }) => {
+                TypeAnswer::Refused(format!("workflow type {type_name}: {error}"))
+            }
+            PluginErrorKind::Broken | PluginErrorKind::Transient | PluginErrorKind::CannotLoad => {
+                TypeAnswer::Unanswered(error.to_string())
+            }
         }
     }
 }

@@ -7,7 +7,6 @@
 //! same state again. What to do is decided in [`plan`] (the workflow) and [`step`] (one step);
 //! [`pod`] builds and reads the pods; this module reads, calls the plan and writes.
 
-pub mod approval;
 pub mod plan;
 pub mod pod;
 pub mod refusal;
@@ -33,7 +32,10 @@ use self::refusal::PodRefusal;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::write;
-use crate::api::{Phase, PluginRef, StepDetail, Workflow, WorkflowSpec, WorkflowStatus};
+use crate::api::{
+    Phase, PluginRef, StepDetail, Workflow, WorkflowSpec, WorkflowStatus, rerun_pending,
+};
+use crate::names;
 
 /// Reconciles one Workflow.
 pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action> {
@@ -52,7 +54,7 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 /// must not write a slimmed one.
 pub fn keep_what_is_read(workflow: &mut Workflow) {
     workflow.metadata.managed_fields = None;
-    if plan::rerun_pending(workflow) {
+    if rerun_pending(workflow) {
         // Its reconcile starts it again from its steps and their status.
         return;
     }
@@ -133,7 +135,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
 
     let uid = workflow.uid().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut pods: Vec<Pod> = cached_pods(ctx, workflow, &old, &ns, &uid);
+    let mut pods: Vec<Pod> = cached_pods(ctx, workflow, &ns, &uid);
     // The cache may lag behind our own writes: a pod the status says was started and the cache
     // does not hold yet is asked for directly, so that only a pod really gone counts as deleted.
     for missing in unseen_pods(&old, &pods) {
@@ -146,11 +148,11 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         attempts: latest_attempts(workflow, &pods, now),
         ..Observed::default()
     };
-    let approvals = approvals_of(ctx, workflow, &ns);
+    let approvals = ctx.approvals.of_workflow(workflow);
     if !approvals.is_empty() {
-        let trust = approval_trust(ctx).await;
+        let trust = ctx.approvals.trust().await;
         for (step, given) in approvals {
-            let (counted, note) = approval::trusted(given, &trust);
+            let (counted, note) = crate::approvals::judge::trusted(given, &trust);
             if let Some(note) = note {
                 observed.approval_notes.insert(step.clone(), note);
             }
@@ -283,87 +285,12 @@ fn unseen_pods(old: &WorkflowStatus, pods: &[Pod]) -> Vec<String> {
 /// This Workflow's pods in the cache, found by their deterministic names (attempts 1 to one
 /// past what the status knows, in case the status write after a create was lost), not by
 /// scanning every pod: a reconcile costs the same with 5 pods in the cache or 50,000.
-/// How long what the API server said of the approval policy is believed.
-const APPROVAL_TRUST_TTL: std::time::Duration = std::time::Duration::from_secs(5);
-
-/// Whether Approvals can be trusted now, and since when: the approval policy as the API server
-/// has it, asked again after [`APPROVAL_TRUST_TTL`].
-async fn approval_trust(ctx: &Context) -> approval::Trust {
-    use k8s_openapi::api::admissionregistration::v1::{
-        ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
-    };
-    let cached = ctx
-        .approval_trust
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    if let Some((_, trust)) = cached.filter(|(at, _)| at.elapsed() < APPROVAL_TRUST_TTL) {
-        return trust;
-    }
-    let policies: Api<ValidatingAdmissionPolicy> = Api::all(ctx.client.clone());
-    let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(ctx.client.clone());
-    let trust = match (
-        policies.get_opt(approval::POLICY).await,
-        bindings.get_opt(approval::POLICY).await,
-    ) {
-        (Ok(policy), Ok(binding)) => approval::trust_of(policy.as_ref(), binding.as_ref()),
-        (Err(e), _) | (_, Err(e)) => Err(format!(
-            "cannot read the admission policy {}: {e}",
-            approval::POLICY
-        )),
-    };
-    *ctx.approval_trust
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner) =
-        Some((std::time::Instant::now(), trust.clone()));
-    trust
-}
-
-/// The Approvals of `workflow`'s steps in its current run, by step, from the cache.
-fn approvals_of(
-    ctx: &Context,
-    workflow: &Workflow,
-    ns: &str,
-) -> std::collections::BTreeMap<String, Vec<approval::Given>> {
-    let (name, run) = (workflow.name_any(), plan::run_of(workflow));
-    let mut by_step: std::collections::BTreeMap<String, Vec<approval::Given>> =
-        std::collections::BTreeMap::new();
-    for a in ctx.approvals.state() {
-        if a.namespace().as_deref() == Some(ns) && a.spec.workflow == name && a.spec.run == run {
-            by_step
-                .entry(a.spec.step.clone())
-                .or_default()
-                .push(approval::Given::of(&a));
-        }
-    }
-    for given in by_step.values_mut() {
-        given.sort_by(|a, b| a.name.cmp(&b.name));
-    }
-    by_step
-}
-
-fn cached_pods(
-    ctx: &Context,
-    workflow: &Workflow,
-    old: &WorkflowStatus,
-    ns: &str,
-    uid: &str,
-) -> Vec<Pod> {
-    let mut pods = Vec::new();
-    for step in &workflow.spec.steps {
-        let known = old.step_details.get(&step.name).map_or(0, |d| d.attempts);
-        for attempt in 1..=known.saturating_add(1) {
-            let key = ObjectRef::new(&pod::pod_name(workflow, &step.name, attempt)).within(ns);
-            if let Some(pod) = ctx
-                .pods
-                .get(&key)
-                .filter(|p| write::controlled_by(&**p, uid))
-            {
-                pods.push(Pod::clone(&pod));
-            }
-        }
-    }
-    pods
+fn cached_pods(ctx: &Context, workflow: &Workflow, ns: &str, uid: &str) -> Vec<Pod> {
+    names::step_pod_names(workflow)
+        .filter_map(|name| ctx.pods.get(&ObjectRef::new(&name).within(ns)))
+        .filter(|p| write::controlled_by(&**p, uid))
+        .map(|p| Pod::clone(&p))
+        .collect()
 }
 
 #[cfg(test)]

@@ -4,28 +4,28 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
-use k8s_openapi::api::core::v1::Pod;
-
-use super::approval::{self, Given, Judged};
-use super::pod::{StepDefaults, build_pod, pod_name};
+use super::pod::build_pod;
 use super::refusal::PodRefusal;
 use super::step::{
-    Attempt, StepDecision, StepJudge, StepMove, StepView, apply_move, decide_step, fmt_time,
-    refused_move,
+    Attempt, StepDecision, StepJudge, StepMove, StepView, apply_move, decide_step, refused_move,
 };
 use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, ConditionStatus, MAX_STEP_LOG, Phase, PluginRef, RerunFrom, Step,
-    Workflow, WorkflowStatus,
+    Workflow, WorkflowStatus, fmt_time, rerun_pending, run_of,
 };
+use crate::approvals::judge::{self as approval, Given, Judged};
+use crate::controllers::context::StepDefaults;
 use crate::controllers::reason;
 use crate::controllers::status::{
     Transition, derive_kstatus_conditions, set_succeeded, succeeded, succeeded_condition,
 };
 use crate::graph::StepGraph;
+use crate::names::pod_name;
 use crate::plugin::{self, PluginError, StepOutcome};
 use crate::render::workflow_context;
 
@@ -152,34 +152,6 @@ pub fn plan_finished(workflow: &Workflow) -> WorkflowPlan {
         status,
         ..WorkflowPlan::default()
     }
-}
-
-/// The run of its group `workflow` is in: the one its status records; for a workflow that has
-/// not finished, the one its group asked for when that is later (a Workflow created in a
-/// re-run).
-pub fn run_of(workflow: &Workflow) -> u32 {
-    let (finished, recorded, asked) = runs(workflow);
-    if finished {
-        recorded
-    } else {
-        recorded.max(asked)
-    }
-}
-
-/// Whether `workflow` finished and its group asked it to run again in a later run.
-pub fn rerun_pending(workflow: &Workflow) -> bool {
-    let (finished, recorded, asked) = runs(workflow);
-    finished && asked > recorded
-}
-
-/// Whether `workflow` finished, the run its status records, and the run its group asked for
-/// (each 1 when unset).
-fn runs(workflow: &Workflow) -> (bool, u32, u32) {
-    let status = workflow.status.as_ref();
-    let finished = status.and_then(|s| s.phase).is_some_and(Phase::is_finished);
-    let recorded = status.and_then(|s| s.run).unwrap_or(1);
-    let asked = workflow.spec.rerun.as_ref().map_or(1, |r| r.run);
-    (finished, recorded, asked)
 }
 
 /// The plan that starts a finished workflow again in its group's run `spec.rerun.run`: the steps

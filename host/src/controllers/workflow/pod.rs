@@ -23,10 +23,11 @@ use kube::{Resource, ResourceExt};
 use super::step::Attempt;
 use crate::api::{
     LABEL_ATTEMPT, LABEL_GROUP_NAME, LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW_NAME,
-    LABEL_WORKFLOW_TYPE, LABEL_WORKFLOW_UID, Step, Target, Workflow,
+    LABEL_WORKFLOW_TYPE, LABEL_WORKFLOW_UID, Step, Target, Workflow, run_of,
 };
+use crate::controllers::context::StepDefaults;
+use crate::names::{pod_name, targets_config_map_name};
 use crate::plugin::StepOutcome;
-use crate::render::{bounded_name, short_hash};
 
 /// Name of the single container of a step's pod.
 pub const CONTAINER: &str = "step";
@@ -35,27 +36,6 @@ pub const CONTAINER: &str = "step";
 pub const SSH_DIR: &str = "/etc/workflow/ssh";
 /// Name of the volume of the default SSH Secret.
 const SSH_VOLUME: &str = "workflow-ssh";
-
-/// What a step pod gets when neither its step nor its pod template says otherwise.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StepDefaults {
-    /// The image of a step that names none (the step image, with `workflow-runner`).
-    pub image: String,
-    /// A `kubernetes.io/ssh-auth` Secret of the group's namespace mounted at [`SSH_DIR`] when
-    /// the pod template mounts nothing there; optional, so a step that needs no SSH still runs
-    /// where it does not exist.
-    pub ssh_secret: Option<String>,
-}
-
-impl StepDefaults {
-    /// Defaults of `image` and no SSH Secret.
-    pub fn image(image: &str) -> Self {
-        StepDefaults {
-            image: image.into(),
-            ssh_secret: None,
-        }
-    }
-}
 
 /// Annotation the operator puts on its cached copy of a step pod (never on the pod itself):
 /// when its watch delivered the pod finished. The start of the next step is timed from it.
@@ -119,18 +99,6 @@ pub fn keep_pod_evidence(pod: &mut Pod) {
     });
 }
 
-/// The deterministic name of the pod for `attempt` of `step` in `workflow` (at most 63
-/// characters, so that it also fits in a label value).
-pub fn pod_name(workflow: &Workflow, step: &str, attempt: u32) -> String {
-    let uid = workflow.uid().unwrap_or_default();
-    // From the group's second run on, the run too: `<attempt>-r<run>-<hash>`.
-    let suffix = match super::plan::run_of(workflow) {
-        1 => format!("{attempt}-{}", short_hash(&[&uid, step])),
-        run => format!("{attempt}-r{run}-{}", short_hash(&[&uid, step])),
-    };
-    bounded_name(&[&workflow.name_any(), step], &suffix, 63)
-}
-
 /// The labels every pod of `workflow` carries: the Workflow's own labels (so a group's labels
 /// reach its pods, as Tekton propagates them), then ours.
 pub fn pod_labels(workflow: &Workflow, step: &str, attempt: u32) -> BTreeMap<String, String> {
@@ -146,7 +114,7 @@ pub fn pod_labels(workflow: &Workflow, step: &str, attempt: u32) -> BTreeMap<Str
     labels.insert(LABEL_WORKFLOW_TYPE.into(), workflow.spec.type_.clone());
     labels.insert(LABEL_STEP.into(), step.into());
     labels.insert(LABEL_ATTEMPT.into(), attempt.to_string());
-    match super::plan::run_of(workflow) {
+    match run_of(workflow) {
         1 => {}
         run => {
             labels.insert(LABEL_RUN.into(), run.to_string());
@@ -169,11 +137,6 @@ pub const MAX_TARGETS_IN_ENV: usize = 32 * 1024;
 
 /// The user and group a step runs as when its template names no security context.
 pub const DEFAULT_STEP_USER: i64 = 65534;
-
-/// The name of the ConfigMap holding `workflow`'s targets (mounted at [`TARGETS_FILE`]).
-pub fn targets_config_map_name(workflow: &Workflow) -> String {
-    format!("{}-targets", workflow.name_any())
-}
 
 /// The ConfigMap holding `workflow`'s targets, owned by it (deleted with it).
 pub fn targets_config_map(workflow: &Workflow) -> ConfigMap {

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::refusal::PodRefusal;
-use crate::api::{Phase, Step, StepDetail};
+use crate::api::{Phase, Step, StepDetail, fmt_time};
 use crate::controllers::reason;
 use crate::controllers::status::Transition;
 use crate::plugin::{self, Gate, PluginError, StepOutcome, Verdict};
@@ -357,13 +357,4 @@ pub fn refused_move(step_move: StepMove, name: &str, refusal: Option<&PodRefusal
         }
         (step_move, _) => step_move,
     }
-}
-
-/// A time a gate named, as people read it.
-pub fn fmt_time(unix: i64) -> String {
-    Timestamp::from_second(unix)
-        .map(|t| t.to_string())
-        .unwrap_or_else(|_| {
-            format!("{unix}s after the epoch, which is no valid time: the plugin holds this step")
-        })
 }

@@ -20,16 +20,17 @@ use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
 
 use self::plan::{
-    GroupPlugins, ObservedWorkflow, PluginState, Unit, current_targets, name_taken, plan_group,
-    unit_key, units, waiting_for_locks, workflow_refused,
+    Attempt, GroupPlan, GroupPlugins, LockWish, ObservedWorkflow, PluginState, Unit, after_attempt,
+    lock_wish, plan_group, unit_key, units, waiting_for,
 };
 use super::context::Context;
 use super::error::{Error, Result};
-use super::locks::{self, Acquired};
 use super::write;
 use crate::api::{Phase, Workflow, WorkflowGroup, WorkflowGroupStatus};
+use crate::locks::Acquired;
+use crate::names::wave_workflow_name;
 use crate::plugin::PluginRegistry;
-use crate::render::{RenderError, render_wave, type_params, wave_workflow_name};
+use crate::render::{RenderError, render_wave, type_params};
 
 /// Reconciles one WorkflowGroup.
 pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<Action> {
@@ -64,51 +65,10 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         group,
         now,
     };
-    let mut plan = plan_group(group, &workflows, &plugins, now);
-
-    // The Workflow to create, or to run again, acts on its targets only with their locks held.
-    let mut waiting = false;
-    let claim = match (&plan.create, &plan.rerun) {
-        (Some(workflow), _) => Some(workflow.spec.targets.clone()),
-        (None, Some(patch)) => Some(patch.targets.clone()),
-        (None, None) => None,
-    };
-    if let Some(targets) = claim
-        && let Acquired::Waiting(message) =
-            locks::acquire(ctx, group, &targets, current_targets).await?
-    {
-        plan = waiting_for_locks(group, plan, message, now);
-        waiting = true;
-    }
-    if let Some(workflow) = &plan.create {
-        match write::create_controlled(&workflows_api, workflow, &uid).await {
-            Ok(()) => {
-                info!(workflow = %workflow.name_any(), type_name = %workflow.spec.type_, "created workflow");
-            }
-            Err(Error::NameTaken { .. }) => plan = name_taken(group, plan, now),
-            Err(Error::Kube(kube::Error::Api(e))) if e.code == 422 => {
-                plan = workflow_refused(group, plan, &e.message, now);
-            }
-            Err(e) => return Err(e),
-        }
-    }
-    if let Some(patch) = &plan.rerun {
-        // Every field, so that a merge patch leaves nothing of an earlier run's request.
-        let body = serde_json::json!({"spec": {"rerun": {
-            "run": patch.rerun.run,
-            "from": patch.rerun.from,
-            "steps": patch.rerun.steps,
-        }}});
-        workflows_api
-            .patch(
-                &patch.workflow,
-                &PatchParams::default(),
-                &Patch::Merge(&body),
-            )
-            .await
-            .map_err(Error::Kube)?;
-        info!(workflow = %patch.workflow, run = patch.rerun.run, "asked workflow to run again");
-    }
+    let plan = plan_group(group, &workflows, &plugins, now);
+    let attempt = carry_out(ctx, group, &plan, &workflows, &workflows_api).await?;
+    let waiting = matches!(attempt, Attempt::Locked(_));
+    let plan = after_attempt(group, plan, attempt, now);
     if plan.pause && !group.spec.paused {
         // Before the status that says so: a crash between the two pauses it again.
         let patch = serde_json::json!({"spec": {"paused": true}});
@@ -131,26 +91,12 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         ctx.metrics.group_finished(phase.as_str());
         info!(%phase, "group finished");
     }
-    // Locks go back once the group no longer acts on their targets: finished (with no step
-    // pod left running), between waves, paused between waves.
-    let mut release_later = false;
-    if (finished || !plan.keep_locks)
-        && plan.create.is_none()
-        && plan.rerun.is_none()
-        && !waiting
-        && !locks::held_by(ctx, &uid).is_empty()
-    {
-        // A Workflow of its own still acting (a spec made invalid while it ran), or a step pod
-        // still running after its Workflow failed: later.
-        let acting = workflows
-            .values()
-            .any(|w| !w.phase.is_some_and(Phase::is_finished));
-        if acting || locks::steps_running(group, ctx) {
-            release_later = true;
-        } else {
-            locks::release(ctx, &uid).await?;
-        }
-    }
+    // A group waiting for locks keeps what it holds (what it took in a failed attempt is
+    // already given back).
+    let release_later = match lock_wish(&plan, &workflows) {
+        LockWish::Release { acting } if !waiting => give_back(ctx, group, acting).await?,
+        _ => false,
+    };
     match plan.unavailable {
         Some(error) => Err(Error::PluginUnavailable(error)),
         // Woken when a lock it waits for is freed; asked again meanwhile in case a wake-up is
@@ -159,6 +105,68 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         None if release_later => Ok(Action::requeue(Duration::from_secs(2))),
         None => Ok(Action::await_change()),
     }
+}
+
+/// Carries out the plan's create or re-run: the locks on its targets first, then the write.
+async fn carry_out(
+    ctx: &Context,
+    group: &WorkflowGroup,
+    plan: &GroupPlan,
+    workflows: &BTreeMap<String, ObservedWorkflow>,
+    api: &Api<Workflow>,
+) -> Result<Attempt> {
+    let LockWish::Take(targets) = lock_wish(plan, workflows) else {
+        return Ok(Attempt::Done);
+    };
+    let acquired = ctx.locks.acquire(group, targets, waiting_for).await;
+    if let Acquired::Waiting(message) = acquired.map_err(Error::Kube)? {
+        return Ok(Attempt::Locked(message));
+    }
+    if let Some(workflow) = &plan.create {
+        let uid = group.uid().unwrap_or_default();
+        match write::create_controlled(api, workflow, &uid).await {
+            Ok(()) => {
+                info!(workflow = %workflow.name_any(), type_name = %workflow.spec.type_, "created workflow");
+            }
+            Err(Error::NameTaken { .. }) => return Ok(Attempt::NameTaken),
+            Err(Error::Kube(kube::Error::Api(e))) if e.code == 422 => {
+                return Ok(Attempt::Refused(e.message));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(patch) = &plan.rerun {
+        // Every field, so that a merge patch leaves nothing of an earlier run's request.
+        let body = serde_json::json!({"spec": {"rerun": {
+            "run": patch.rerun.run,
+            "from": patch.rerun.from,
+            "steps": patch.rerun.steps,
+        }}});
+        api.patch(
+            &patch.workflow,
+            &PatchParams::default(),
+            &Patch::Merge(&body),
+        )
+        .await
+        .map_err(Error::Kube)?;
+        info!(workflow = %patch.workflow, run = patch.rerun.run, "asked workflow to run again");
+    }
+    Ok(Attempt::Done)
+}
+
+/// Gives back the group's locks unless something of it still acts (a Workflow of its own, or
+/// a step pod still running after its Workflow failed); true when that is so and it must look
+/// again later.
+async fn give_back(ctx: &Context, group: &WorkflowGroup, acting: bool) -> Result<bool> {
+    let uid = group.uid().unwrap_or_default();
+    if ctx.locks.held_by(&uid).is_empty() {
+        return Ok(false);
+    }
+    if acting || ctx.locks.steps_running(group) {
+        return Ok(true);
+    }
+    ctx.locks.release(&uid).await.map_err(Error::Kube)?;
+    Ok(false)
 }
 
 /// The Workflows the group's status lists that the cache lacks, asked of the API server: one

@@ -384,47 +384,79 @@ pub fn plan_group(
 ) -> GroupPlan {
     let old = group.status.clone().unwrap_or_default();
     if old.phase.is_some_and(Phase::is_finished) {
-        if let Some(request) = rerun_request(group, &old) {
-            return start_rerun(group, &old, request, now);
-        }
-        // Nothing moves after the end (until a re-run), but an edit of the spec is acknowledged:
-        // GitOps tools read a generation not yet observed as a change in progress. A group
-        // that finished before the conditions GitOps tools read existed gets them.
-        let mut status = old;
-        status.observed_generation = group.metadata.generation;
-        for condition in &mut status.conditions {
-            condition.observed_generation = group.metadata.generation;
-        }
-        derive_kstatus_conditions(&mut status.conditions);
-        return GroupPlan {
-            status,
-            ..GroupPlan::default()
-        };
+        return plan_finished(group, old, now);
     }
     let mut plan = Planner::new(group, &old, now);
     // A group that has begun keeps its locks whatever it waits for now (a plugin that cannot
     // answer, a spec made invalid): another group must not act on its targets half-way
     // through. Only the end and the boundaries between waves give them back.
     plan.keep_locks = !old.workflows.is_empty();
-    let types = &group.spec.workflow_steps;
     if let Some(problem) = spec_problem(group) {
         return plan.wait(reason::INVALID_SPEC, problem);
     }
     let units = units(group);
-    // A Workflow the group created is Running in the group's eyes until its own controller
-    // says otherwise (Pending while it waits for a schedule or a plugin), so that its
-    // controller starting it costs the group no status write.
+    let seen = seen(&old, workflows);
+    plan.status.workflows = units
+        .iter()
+        .filter_map(|u| {
+            seen.get(&u.key()).map(|(w, phase, _)| WorkflowReference {
+                name: w.name.clone(),
+                type_: u.type_.clone(),
+                status: *phase,
+                wave: u.wave,
+            })
+        })
+        .collect();
+    plan.update_progress();
+    match plan.check_plugins(&due(group, &units, &seen), plugins) {
+        ControlFlow::Continue(plan) => plan_waves(plan, &seen, plugins),
+        ControlFlow::Break(finished) => finished,
+    }
+}
+
+/// The plan for a finished group: a re-run asked for starts; otherwise nothing moves, but an
+/// edit of the spec is acknowledged (GitOps tools read a generation not yet observed as a
+/// change in progress), and a group that finished before the conditions GitOps tools read
+/// existed gets them.
+fn plan_finished(group: &WorkflowGroup, old: WorkflowGroupStatus, now: Timestamp) -> GroupPlan {
+    if let Some(request) = rerun_request(group, &old) {
+        return start_rerun(group, &old, request, now);
+    }
+    let mut status = old;
+    status.observed_generation = group.metadata.generation;
+    for condition in &mut status.conditions {
+        condition.observed_generation = group.metadata.generation;
+    }
+    derive_kstatus_conditions(&mut status.conditions);
+    GroupPlan {
+        status,
+        ..GroupPlan::default()
+    }
+}
+
+/// A Workflow as the group sees it in this reconcile: the Workflow, its phase in the group's
+/// eyes, and what it runs again now that its turn came in a re-run.
+type Seen<'a> = (&'a ObservedWorkflow, Phase, Option<WorkflowRerun>);
+
+/// The group's Workflows as it sees them, by unit key.
+///
+/// A Workflow the group created is Running in the group's eyes until its own controller says
+/// otherwise (Pending while it waits for a schedule or a plugin), so that its controller
+/// starting it costs the group no status write. In a re-run, a Workflow of an earlier run is
+/// run again when its turn comes, or kept as it was; one asked and not yet started again is
+/// Running; a deleted one that the re-run would run again is made anew instead.
+fn seen<'a>(
+    old: &WorkflowGroupStatus,
+    workflows: &'a BTreeMap<String, ObservedWorkflow>,
+) -> BTreeMap<&'a String, Seen<'a>> {
     let recorded = |name: &str| {
         old.workflows
             .iter()
             .find(|w| w.name == name)
             .map(|w| w.status)
     };
-    // In a re-run, a Workflow of an earlier run is run again when its turn comes (`Some` of
-    // what it runs again), or kept as it was; one asked and not yet started again is Running.
     let run = old.runs.last().filter(|r| r.run > 1);
-    // A deleted one that the re-run would run again is made anew instead.
-    let workflows: BTreeMap<&String, (&ObservedWorkflow, Phase, Option<WorkflowRerun>)> = workflows
+    workflows
         .iter()
         .filter_map(|(t, w)| {
             let phase = w
@@ -442,172 +474,210 @@ pub fn plan_group(
             };
             Some((t, seen))
         })
-        .collect();
-    plan.status.workflows = units
+        .collect()
+}
+
+/// The types whose plugins must answer before the group goes on. Before anything starts,
+/// every type: don't begin what cannot finish. Once started, the next type when its turn
+/// comes.
+fn due<'a>(
+    group: &'a WorkflowGroup,
+    units: &'a [Unit<'_>],
+    seen: &BTreeMap<&String, Seen<'_>>,
+) -> Vec<&'a String> {
+    if seen.is_empty() {
+        return group.spec.workflow_steps.iter().collect();
+    }
+    if !seen.values().all(|(_, p, _)| p.is_finished()) {
+        return Vec::new();
+    }
+    units
         .iter()
-        .filter_map(|u| {
-            workflows
-                .get(&u.key())
-                .map(|(w, phase, _)| WorkflowReference {
-                    name: w.name.clone(),
-                    type_: u.type_.clone(),
-                    status: *phase,
-                    wave: u.wave,
-                })
-        })
-        .collect();
-    plan.update_progress();
+        .find(|u| !seen.contains_key(&u.key()))
+        .map(|u| &u.type_)
+        .into_iter()
+        .collect()
+}
 
-    // Before anything starts, every type must be runnable: don't begin what cannot finish.
-    // Once started, the next type is checked when its turn comes.
-    let started = !workflows.is_empty();
-    let all_done = workflows.values().all(|(_, p, _)| p.is_finished());
-    let due: Vec<&String> = if !started {
-        types.iter().collect()
-    } else if all_done {
-        units
-            .iter()
-            .find(|u| !workflows.contains_key(&u.key()))
-            .map(|u| &u.type_)
-            .into_iter()
-            .collect()
-    } else {
-        Vec::new()
-    };
-    let mut plan = match plan.check_plugins(&due, plugins) {
-        ControlFlow::Continue(plan) => plan,
-        ControlFlow::Break(finished) => return finished,
-    };
+/// What one Workflow of a wave says to the group.
+enum UnitMove<'a> {
+    /// It completed: the wave goes on with the next type.
+    Completed(&'a ObservedWorkflow),
+    /// It failed: the wave stops (without a rollout, the group fails).
+    Failed(&'a ObservedWorkflow),
+    /// The group acts on it, or waits for it, and goes no further this time.
+    Act(Act<'a>),
+}
 
+/// What the group does about the Workflow whose turn it is.
+enum Act<'a> {
+    /// Its turn came in a re-run: ask it to run again.
+    RunAgain(&'a ObservedWorkflow, &'a WorkflowRerun),
+    /// It runs, or is pending: wait for it.
+    Wait(&'a ObservedWorkflow, Phase),
+    /// Not made yet, and the group is paused.
+    Paused,
+    /// Not made yet: make it.
+    Create,
+}
+
+/// One decision per unit (a type in a wave), from how the group sees its Workflow.
+fn decide_unit<'a>(seen: Option<&'a Seen<'a>>, paused: bool) -> UnitMove<'a> {
+    match seen {
+        Some((w, _, Some(rerun))) => UnitMove::Act(Act::RunAgain(w, rerun)),
+        Some((w, Phase::Completed, _)) => UnitMove::Completed(w),
+        Some((w, Phase::Failed, _)) => UnitMove::Failed(w),
+        Some((w, phase, _)) => UnitMove::Act(Act::Wait(w, *phase)),
+        None if paused => UnitMove::Act(Act::Paused),
+        None => UnitMove::Act(Act::Create),
+    }
+}
+
+/// How far a wave got: its phase so far, its failed targets (name, why), whether any of its
+/// Workflows ran.
+struct WaveProgress {
+    phase: Phase,
+    failed: BTreeMap<String, String>,
+    started: bool,
+}
+
+/// The waves in order (one wave of every target without a rollout), each type in turn: the
+/// first unit that acts ends the plan; each finished wave is counted against the budget.
+fn plan_waves(
+    mut plan: Planner<'_>,
+    seen: &BTreeMap<&String, Seen<'_>>,
+    plugins: &dyn GroupPlugins,
+) -> GroupPlan {
+    let group = plan.group;
     let rollout = group.spec.rollout.as_ref();
     let waves = waves(group).unwrap_or_default();
-    let budget = failure_budget(group).unwrap_or(0);
-    let old_rollout = old.rollout.clone().unwrap_or_default();
-    let mut failed: BTreeMap<String, String> = BTreeMap::new();
-    let mut accepted = 0;
+    let mut budget = Budget::of(group);
     for (i, targets) in waves.iter().copied().enumerate() {
         let wave = rollout.map(|_| u32::try_from(i + 1).unwrap_or(u32::MAX));
-        let mut wave_failed: BTreeMap<String, String> = BTreeMap::new();
-        let mut wave_phase = Phase::Completed;
-        let mut wave_started = false;
-        for t in types {
+        let mut progress = WaveProgress {
+            phase: Phase::Completed,
+            failed: BTreeMap::new(),
+            started: false,
+        };
+        for t in &group.spec.workflow_steps {
             let unit = Unit {
                 type_: t.clone(),
                 wave,
                 targets,
             };
-            match workflows.get(&unit.key()) {
-                Some((w, _, Some(rerun))) => {
-                    plan.keep_locks = true;
-                    plan.record_wave(wave, Phase::Running, targets, &wave_failed);
-                    return plan.rerun(&unit, w, rerun.clone(), waves.len());
+            match decide_unit(seen.get(&unit.key()), group.spec.paused) {
+                UnitMove::Completed(w) => {
+                    progress.started = true;
+                    progress.failed.extend(w.failed_targets.clone());
                 }
-                Some((w, Phase::Completed, _)) => {
-                    wave_started = true;
-                    wave_failed.extend(w.failed_targets.clone());
-                }
-                Some((w, Phase::Failed, _)) => {
+                UnitMove::Failed(w) => {
                     let message = format!("workflow {} ({t}) failed: {}", w.name, w.message);
                     if rollout.is_none() {
                         return plan.finish(Phase::Failed, reason::WORKFLOW_FAILED, message);
                     }
-                    wave_phase = Phase::Failed;
+                    progress.phase = Phase::Failed;
                     if w.failed_targets.is_empty() {
                         // No target named: the whole wave failed with it.
-                        wave_failed
+                        progress
+                            .failed
                             .extend(targets.iter().map(|x| (x.name.clone(), message.clone())));
                     } else {
-                        wave_failed.extend(w.failed_targets.clone());
+                        progress.failed.extend(w.failed_targets.clone());
                     }
                     break;
                 }
-                Some((w, phase, _)) => {
-                    plan.keep_locks = true;
-                    plan.record_wave(wave, Phase::Running, targets, &wave_failed);
-                    // Its step's pod is refused for now (a full quota), or a step waits for
-                    // approval: the group says why.
-                    if [reason::POD_REFUSED, reason::WAITING_FOR_APPROVAL]
-                        .contains(&w.reason.as_str())
-                    {
-                        let message = format!("workflow {} ({t}): {}", w.name, w.message);
-                        return plan.wait(&w.reason, message);
-                    }
-                    if *phase == Phase::Pending {
-                        let message = format!("workflow {} ({t}) is pending", w.name);
-                        return plan.wait(reason::RUNNING, message);
-                    }
-                    let message = running_message(&w.name, t, wave, waves.len());
-                    return plan.wait(reason::RUNNING, message);
-                }
-                None if group.spec.paused => {
-                    plan.keep_locks = wave_started;
-                    if wave_started {
-                        plan.record_wave(wave, Phase::Running, targets, &wave_failed);
-                    }
-                    return plan.wait(
-                        reason::PAUSED,
-                        "paused: no new workflow starts until spec.paused is cleared".into(),
-                    );
-                }
-                None => {
-                    plan.keep_locks = true;
-                    plan.record_wave(wave, Phase::Running, targets, &wave_failed);
-                    return plan.create(&unit, waves.len(), plugins);
+                UnitMove::Act(act) => {
+                    return plan.act(&unit, act, &progress, waves.len(), plugins);
                 }
             }
         }
         let Some(wave) = wave else {
             continue;
         };
-        plan.record_wave(Some(wave), wave_phase, targets, &wave_failed);
-        failed.extend(wave_failed);
-        if old_rollout.paused_after_wave == Some(wave) && !group.spec.paused {
-            // Resumed after this wave: its failures and those before are accepted.
-            accepted = failed.len();
+        plan.record_wave(Some(wave), progress.phase, targets, &progress.failed);
+        if let Some(over) = budget.after_wave(group, wave, progress.failed) {
+            plan.count_failed(budget.failed.len());
+            return plan.over_budget(over, i + 1 == waves.len());
         }
-        plan.count_failed(failed.len());
-        let counted = failed.len() - accepted;
-        if counted <= budget {
-            continue;
-        }
-        let mut message = format!(
-            "{counted} target{} failed, more than spec.rollout.maxFailedTargets allows ({budget}): {}",
-            if counted == 1 { "" } else { "s" },
-            failure_list(&failed),
-        );
-        let last = i + 1 == waves.len();
-        let policy = rollout.map(|r| r.on_budget_exceeded).unwrap_or_default();
-        if last || policy == BudgetPolicy::Fail {
-            return plan.finish(Phase::Failed, reason::FAILURE_BUDGET_EXCEEDED, message);
-        }
-        message.push_str(&format!(
-            "; paused after wave {wave}: clear spec.paused to accept these failures and start wave {}",
-            wave + 1
-        ));
-        plan.pause = !group.spec.paused;
-        plan.keep_locks = false;
-        if let Some(r) = plan.status.rollout.as_mut() {
-            r.paused_after_wave = Some(wave);
-        }
-        return plan.wait(reason::FAILURE_BUDGET_EXCEEDED, message);
+        plan.count_failed(budget.failed.len());
     }
-    let message = match rollout {
-        None => format!("all {} workflows completed", types.len()),
-        Some(_) if failed.is_empty() => format!("all {} waves completed", waves.len()),
-        Some(_) => format!(
-            "all {} waves finished; {} of {} targets failed, {}: {}",
-            waves.len(),
-            failed.len(),
+    let message = budget.completed_message(group, waves.len());
+    plan.finish(Phase::Completed, reason::COMPLETED, message)
+}
+
+/// A rollout's failure budget, counted wave by wave.
+struct Budget {
+    /// Most failed targets allowed (`spec.rollout.maxFailedTargets`).
+    allowed: usize,
+    /// The failed targets so far (name, why).
+    failed: BTreeMap<String, String>,
+    /// How many of them were accepted when the group was resumed after a pause.
+    accepted: usize,
+}
+
+/// The failure budget exceeded after wave `wave`: by how many targets, and the message.
+struct OverBudget {
+    wave: u32,
+    message: String,
+}
+
+impl Budget {
+    fn of(group: &WorkflowGroup) -> Self {
+        Self {
+            allowed: failure_budget(group).unwrap_or(0),
+            failed: BTreeMap::new(),
+            accepted: 0,
+        }
+    }
+
+    /// Counts wave `wave`'s failed targets; `Some` when they exceed the budget.
+    fn after_wave(
+        &mut self,
+        group: &WorkflowGroup,
+        wave: u32,
+        failed: BTreeMap<String, String>,
+    ) -> Option<OverBudget> {
+        self.failed.extend(failed);
+        let old = group.status.as_ref().and_then(|s| s.rollout.as_ref());
+        if old.and_then(|r| r.paused_after_wave) == Some(wave) && !group.spec.paused {
+            // Resumed after this wave: its failures and those before are accepted.
+            self.accepted = self.failed.len();
+        }
+        let counted = self.failed.len() - self.accepted;
+        (counted > self.allowed).then(|| OverBudget {
+            wave,
+            message: format!(
+                "{counted} target{} failed, more than spec.rollout.maxFailedTargets allows ({}): {}",
+                if counted == 1 { "" } else { "s" },
+                self.allowed,
+                failure_list(&self.failed),
+            ),
+        })
+    }
+
+    /// What the group says when every wave finished within the budget.
+    fn completed_message(&self, group: &WorkflowGroup, waves: usize) -> String {
+        if group.spec.rollout.is_none() {
+            return format!(
+                "all {} workflows completed",
+                group.spec.workflow_steps.len()
+            );
+        }
+        if self.failed.is_empty() {
+            return format!("all {waves} waves completed");
+        }
+        format!(
+            "all {waves} waves finished; {} of {} targets failed, {}: {}",
+            self.failed.len(),
             group.spec.targets.len(),
-            if accepted > 0 {
+            if self.accepted > 0 {
                 "accepted when spec.paused was cleared"
             } else {
                 "within the failure budget"
             },
-            failure_list(&failed)
-        ),
-    };
-    plan.finish(Phase::Completed, reason::COMPLETED, message)
+            failure_list(&self.failed)
+        )
+    }
 }
 
 /// `node-3 (setup: exit code 1), …`, at most five.
@@ -624,66 +694,112 @@ fn failure_list(failed: &BTreeMap<String, String>) -> String {
     out.join(", ")
 }
 
-/// The plan after the Workflow it meant to create turned out to be taken: a Workflow of that
-/// name exists and is not this group's. The group waits with a condition saying so.
-pub fn name_taken(group: &WorkflowGroup, plan: GroupPlan, now: Timestamp) -> GroupPlan {
-    let name = plan.create.as_ref().map(ResourceExt::name_any);
-    let Some(name) = name else {
-        return plan;
-    };
-    not_created(
-        group,
-        plan,
-        reason::TEMPLATE_FAILED,
-        format!("a Workflow named {name} already exists and does not belong to this group"),
-        now,
-    )
+/// What became of the Workflow the plan meant to create, or to run again.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Attempt {
+    /// Created, or asked to run again.
+    Done,
+    /// The locks on its targets were not all free; the message says for what and who holds
+    /// them.
+    Locked(String),
+    /// A Workflow of that name exists and is not this group's.
+    NameTaken,
+    /// The API server refused it as invalid (a group stored before the CRD's rules existed
+    /// can carry what the Workflow's rules refuse); its message.
+    Refused(String),
 }
 
-/// The plan after the API server refused the Workflow it meant to create as invalid (a group
-/// stored before the CRD's rules existed can carry what the Workflow's rules refuse): the
-/// group waits with a condition quoting the API server, instead of retrying for ever.
-pub fn workflow_refused(
-    group: &WorkflowGroup,
-    plan: GroupPlan,
-    why: &str,
-    now: Timestamp,
-) -> GroupPlan {
-    let type_name = plan.create.as_ref().map(|w| w.spec.type_.clone());
-    let Some(type_name) = type_name else {
-        return plan;
-    };
-    not_created(
-        group,
-        plan,
-        reason::TEMPLATE_FAILED,
-        format!("the API server refused the Workflow for {type_name}: {why}"),
-        now,
-    )
-}
-
-/// The plan after the locks on the targets of the Workflow it meant to create were not all
-/// free: the group waits (`WaitingForTargets`), saying for what and who holds it.
-pub fn waiting_for_locks(
+/// The plan once its create or re-run was attempted: unchanged when it was done; otherwise
+/// the group waits with a condition saying why (a refusal is not retried for ever).
+pub fn after_attempt(
     group: &WorkflowGroup,
     mut plan: GroupPlan,
-    message: String,
+    attempt: Attempt,
     now: Timestamp,
 ) -> GroupPlan {
-    let mut plan = match plan.rerun.take() {
-        // Not asked to run again yet: listed as waiting, as before.
-        Some(patch) => {
-            for r in plan.status.workflows.iter_mut() {
-                if r.name == patch.workflow {
-                    r.status = Phase::Pending;
+    let (reason, message) = match attempt {
+        Attempt::Done => return plan,
+        Attempt::Locked(message) => {
+            let mut plan = match plan.rerun.take() {
+                // Not asked to run again yet: listed as waiting, as before.
+                Some(patch) => {
+                    for r in plan.status.workflows.iter_mut() {
+                        if r.name == patch.workflow {
+                            r.status = Phase::Pending;
+                        }
+                    }
+                    waiting(group, plan, reason::WAITING_FOR_TARGETS, message, now)
                 }
-            }
-            waiting(group, plan, reason::WAITING_FOR_TARGETS, message, now)
+                None => not_created(group, plan, reason::WAITING_FOR_TARGETS, message, now),
+            };
+            plan.keep_locks = false;
+            return plan;
         }
-        None => not_created(group, plan, reason::WAITING_FOR_TARGETS, message, now),
+        Attempt::NameTaken => {
+            let Some(name) = plan.create.as_ref().map(ResourceExt::name_any) else {
+                return plan;
+            };
+            (
+                reason::TEMPLATE_FAILED,
+                format!("a Workflow named {name} already exists and does not belong to this group"),
+            )
+        }
+        Attempt::Refused(why) => {
+            let Some(type_name) = plan.create.as_ref().map(|w| w.spec.type_.clone()) else {
+                return plan;
+            };
+            (
+                reason::TEMPLATE_FAILED,
+                format!("the API server refused the Workflow for {type_name}: {why}"),
+            )
+        }
     };
-    plan.keep_locks = false;
-    plan
+    not_created(group, plan, reason, message, now)
+}
+
+/// What a plan wants of the locks on the group's targets.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LockWish<'a> {
+    /// Hold the locks of these targets first: the plan creates or re-runs a Workflow on them.
+    Take(&'a [Target]),
+    /// Keep what it holds: it acts on its (current wave's) targets.
+    Keep,
+    /// Give them back (before it starts, between waves, once finished), but only once
+    /// nothing of the group acts any more: `acting` while a Workflow of its own has not
+    /// finished (a spec made invalid while it ran); a step pod still running is the
+    /// reconcile's to see.
+    Release { acting: bool },
+}
+
+/// What `plan` wants of the group's locks, given its `workflows`.
+pub fn lock_wish<'a>(
+    plan: &'a GroupPlan,
+    workflows: &BTreeMap<String, ObservedWorkflow>,
+) -> LockWish<'a> {
+    if let Some(workflow) = &plan.create {
+        return LockWish::Take(&workflow.spec.targets);
+    }
+    if let Some(patch) = &plan.rerun {
+        return LockWish::Take(&patch.targets);
+    }
+    let finished = plan.status.phase.is_some_and(Phase::is_finished);
+    if plan.keep_locks && !finished {
+        return LockWish::Keep;
+    }
+    LockWish::Release {
+        acting: workflows
+            .values()
+            .any(|w| !w.phase.is_some_and(Phase::is_finished)),
+    }
+}
+
+/// The targets `group` waits for locks on (its current wave's), when it waits for locks: what
+/// other groups serve first come, first served.
+pub fn waiting_for(group: &WorkflowGroup) -> Option<&[Target]> {
+    let status = group.status.as_ref()?;
+    let waits = !status.phase.is_some_and(Phase::is_finished)
+        && succeeded(&status.conditions).is_some_and(|c| c.reason == reason::WAITING_FOR_TARGETS);
+    waits.then(|| current_targets(group))
 }
 
 /// The plan when the Workflow it meant to create was not created: waiting, saying why.
@@ -846,6 +962,79 @@ impl<'a> Planner<'a> {
     }
 
     /// Records how many targets failed so far.
+    /// Acts on the unit whose turn it is (`act`), in a wave that got as far as `progress`.
+    fn act(
+        mut self,
+        unit: &Unit<'_>,
+        act: Act<'_>,
+        progress: &WaveProgress,
+        waves: usize,
+        plugins: &dyn GroupPlugins,
+    ) -> GroupPlan {
+        let targets = unit.targets;
+        if let Act::Paused = act {
+            self.keep_locks = progress.started;
+            if progress.started {
+                self.record_wave(unit.wave, Phase::Running, targets, &progress.failed);
+            }
+            return self.wait(
+                reason::PAUSED,
+                "paused: no new workflow starts until spec.paused is cleared".into(),
+            );
+        }
+        self.keep_locks = true;
+        self.record_wave(unit.wave, Phase::Running, targets, &progress.failed);
+        let t = &unit.type_;
+        match act {
+            Act::RunAgain(w, rerun) => self.rerun(unit, w, rerun.clone(), waves),
+            // Its step's pod is refused for now (a full quota), or a step waits for approval:
+            // the group says why.
+            Act::Wait(w, _)
+                if [reason::POD_REFUSED, reason::WAITING_FOR_APPROVAL]
+                    .contains(&w.reason.as_str()) =>
+            {
+                let message = format!("workflow {} ({t}): {}", w.name, w.message);
+                self.wait(&w.reason, message)
+            }
+            Act::Wait(w, Phase::Pending) => {
+                let message = format!("workflow {} ({t}) is pending", w.name);
+                self.wait(reason::RUNNING, message)
+            }
+            Act::Wait(w, _) => {
+                let message = running_message(&w.name, t, unit.wave, waves);
+                self.wait(reason::RUNNING, message)
+            }
+            // (Paused was answered above.)
+            Act::Create | Act::Paused => self.create(unit, waves, plugins),
+        }
+    }
+
+    /// The failure budget is exceeded after a wave: the group fails (after the last wave, or
+    /// by `onBudgetExceeded: Fail`), or pauses and says how to go on.
+    fn over_budget(mut self, over: OverBudget, last: bool) -> GroupPlan {
+        let OverBudget { wave, mut message } = over;
+        let policy = self
+            .group
+            .spec
+            .rollout
+            .as_ref()
+            .map(|r| r.on_budget_exceeded)
+            .unwrap_or_default();
+        if last || policy == BudgetPolicy::Fail {
+            return self.finish(Phase::Failed, reason::FAILURE_BUDGET_EXCEEDED, message);
+        }
+        message.push_str(&format!(
+            "; paused after wave {wave}: clear spec.paused to accept these failures and start wave {}",
+            wave + 1
+        ));
+        self.pause = !self.group.spec.paused;
+        self.keep_locks = false;
+        if let Some(r) = self.status.rollout.as_mut() {
+            r.paused_after_wave = Some(wave);
+        }
+        self.wait(reason::FAILURE_BUDGET_EXCEEDED, message)
+    }
+
     fn count_failed(&mut self, failed: usize) {
         if let Some(rollout) = self.status.rollout.as_mut() {
             rollout.failed_targets = u32::try_from(failed).unwrap_or(u32::MAX);
@@ -1369,6 +1558,43 @@ mod tests {
     }
 
     #[test]
+    fn the_plan_says_what_it_wants_of_its_locks() {
+        // Creating a Workflow: its targets' locks first.
+        let plan = plan_group(&sample(), &BTreeMap::new(), &all_loaded(), now());
+        let none = BTreeMap::new();
+        assert_eq!(
+            lock_wish(&plan, &none),
+            LockWish::Take(&sample().spec.targets[..])
+        );
+        // Running one: keep them.
+        let group = after(&sample(), &plan);
+        let running = observed(&[("pre-check", Phase::Running)]);
+        let plan = plan_group(&group, &running, &all_loaded(), now());
+        assert_eq!(lock_wish(&plan, &running), LockWish::Keep);
+        // Finished: give them back, once nothing of it acts.
+        let failed = observed(&[("pre-check", Phase::Failed)]);
+        let plan = plan_group(&group, &failed, &all_loaded(), now());
+        assert_eq!(
+            lock_wish(&plan, &failed),
+            LockWish::Release { acting: false }
+        );
+        // A group that waits for locks is served first come, first served; one that does not
+        // is not listed.
+        assert_eq!(waiting_for(&group), None);
+        let waits = after_attempt(
+            &sample(),
+            plan_group(&sample(), &BTreeMap::new(), &all_loaded(), now()),
+            Attempt::Locked("waiting: target n1 is held by group ns/other".into()),
+            now(),
+        );
+        let waiting_group = after(&sample(), &waits);
+        assert_eq!(
+            waiting_for(&waiting_group),
+            Some(&sample().spec.targets[..])
+        );
+    }
+
+    #[test]
     fn a_wave_size_that_is_no_size_is_an_invalid_spec() {
         for bad in [
             IntOrString::Int(0),
@@ -1745,7 +1971,7 @@ mod tests {
     fn a_taken_workflow_name_is_reported_and_not_listed() {
         let group = sample();
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
-        let plan = name_taken(&group, plan, now());
+        let plan = after_attempt(&group, plan, Attempt::NameTaken, now());
         assert!(plan.create.is_none());
         assert!(plan.status.workflows.is_empty());
         let reasons: Vec<&str> = plan.events.iter().map(|e| e.reason.as_str()).collect();
@@ -1761,7 +1987,7 @@ mod tests {
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         let why =
             "spec.targets[0].ip: Invalid value: \"string\": \"x\" is not an IPv4 or IPv6 address";
-        let plan = workflow_refused(&group, plan, why, now());
+        let plan = after_attempt(&group, plan, Attempt::Refused(why.into()), now());
         assert!(plan.create.is_none());
         assert!(plan.status.workflows.is_empty());
         assert_eq!(plan.status.phase, Some(Phase::Pending));

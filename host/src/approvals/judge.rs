@@ -9,8 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use workflow_model::{ApprovalRequest, ApprovalTimeout};
 
-use super::step::fmt_time;
-use crate::api::{Approval, ApprovalDecision, StepApproval};
+use crate::api::{Approval, ApprovalDecision, StepApproval, fmt_time};
 
 /// An Approval of a step, as the plan reads it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -269,7 +268,7 @@ mod tests {
     }
 
     fn policy_objects() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
-        let docs: Vec<serde_json::Value> = include_str!("../../../../crds/approval-policy.yaml")
+        let docs: Vec<serde_json::Value> = include_str!("../../../crds/approval-policy.yaml")
             .split("\n---\n")
             .map(|d| serde_saphyr::from_str(d).expect("YAML"))
             .collect();

@@ -1,0 +1,322 @@
+//! `WorkflowGroup`: workflow types to run, in order, against targets; its re-runs, locks and
+//! waves.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::pod_template::{pod_template_schema, pod_templates_schema};
+use super::rules::*;
+use super::*;
+
+/// A desired WorkflowGroup: workflow types to run, in order, against targets.
+#[derive(CustomResource, KubeSchema, Deserialize, Serialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "workflow.rxg456.cn",
+    version = "v1alpha1",
+    kind = "WorkflowGroup",
+    namespaced,
+    // The group's name goes into its Workflows' label `workflow.rxg456.cn/group-name`, and a
+    // label value holds at most 63 characters: refused at `kubectl apply`, with this message.
+    validation = Rule::new("self.metadata.name.size() <= 63").message("metadata.name must be at most 63 characters: the group's name is a label value on its Workflows and pods"),
+    status = "WorkflowGroupStatus",
+    shortname = "wfg",
+    printcolumn = r#"{"name":"Type","type":"string","jsonPath":".spec.type"}"#,
+    printcolumn = r#"{"name":"Phase","type":"string","jsonPath":".status.phase"}"#,
+    printcolumn = r#"{"name":"Progress","type":"string","jsonPath":".status.progress"}"#,
+    printcolumn = r#"{"name":"Waves","type":"string","jsonPath":".status.rollout.progress"}"#,
+    printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Succeeded\")].reason"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[x_kube(validation = Rule::new(PARAMS_ONLY_FOR_LISTED_TYPES)
+    .message(Message::Expression(PARAMS_ONLY_FOR_LISTED_TYPES_MESSAGE.into()))
+    .field_path(".params"))]
+#[x_kube(validation = Rule::new(POD_TEMPLATES_ONLY_FOR_LISTED_TYPES)
+    .message(Message::Expression(POD_TEMPLATES_ONLY_FOR_LISTED_TYPES_MESSAGE.into()))
+    .field_path(".podTemplates"))]
+#[serde(rename_all = "camelCase")]
+pub struct WorkflowGroupSpec {
+    /// Kind of group (free text, e.g. cluster-expansion).
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Name of the cluster the targets belong to.
+    pub cluster_name: String,
+    /// Workflow types, run in this order, one after the other.
+    // Bounded so that the API server can bound the cost of the CEL rules.
+    #[schemars(length(min = 1, max = MAX_WORKFLOW_STEPS), inner(length(max = 63)))]
+    #[x_kube(
+        validation = Rule::new(WORKFLOW_TYPES_ARE_DNS_LABELS)
+            .message(Message::Expression(WORKFLOW_TYPES_ARE_DNS_LABELS_MESSAGE.into())),
+        // (Not `reason: FieldValueDuplicate`: the API server prints no message with that.)
+        validation = Rule::new(WORKFLOW_TYPES_ARE_UNIQUE)
+            .message(Message::Expression(WORKFLOW_TYPES_ARE_UNIQUE_MESSAGE.into()))
+    )]
+    pub workflow_steps: Vec<String>,
+    /// Nodes the workflows act on.
+    #[schemars(schema_with = "targets_schema")]
+    pub targets: Vec<Target>,
+    /// Stops progress: no new step or workflow starts while true.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// Parameters per workflow type, checked against the schema its plugin declares
+    /// (e.g. `params: {at: {schedule: "2026-01-01T00:00:00Z", command: "date"}}`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "params_schema")]
+    pub params: BTreeMap<String, serde_json::Value>,
+    /// What every step pod of the group gets: service account, environment and volumes from
+    /// Secrets and ConfigMaps, placement, resources, security context.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "pod_template_schema")]
+    pub pod_template: Option<StepPodTemplate>,
+    /// Per workflow type, laid over `podTemplate`: lists and maps merge by name or key (the
+    /// type's entry wins), any other field the type sets replaces the group's.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(schema_with = "pod_templates_schema")]
+    pub pod_templates: BTreeMap<String, StepPodTemplate>,
+    /// How the group shares its targets with other groups: by default at most one group at a
+    /// time acts on a target, cluster-wide.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusion: Option<Exclusion>,
+    /// Roll the workflow types over the targets in waves (all types on one wave's targets,
+    /// then the next wave), stopping when too many targets failed. Without it, one wave of all
+    /// targets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<Rollout>,
+    /// Run a finished group again: a new `id` starts one re-run (an id already in
+    /// `status.runs` does nothing), from the failed steps by default. The annotation
+    /// `workflow.rxg456.cn/rerun: <id>` does the same with the defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rerun: Option<RerunRequest>,
+}
+
+/// A re-run of a finished group (`spec.rerun`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RerunRequest {
+    /// Names this re-run: the operator acts once per id.
+    #[schemars(length(min = 1, max = 63))]
+    pub id: String,
+    /// `Failed` (the default): the steps that did not complete run again, completed steps are
+    /// kept. `All`: every step runs again.
+    #[serde(default)]
+    pub from: RerunFrom,
+    /// Steps to run again although they completed (`<step>` or `<type>/<step>`), with the
+    /// dependents their plugin says must follow them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    pub steps: Vec<String>,
+    /// Workflow types whose steps all run again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64))]
+    pub types: Vec<String>,
+}
+
+/// Where a re-run starts.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RerunFrom {
+    /// The steps that did not complete.
+    #[default]
+    Failed,
+    /// Every step.
+    All,
+}
+
+impl RerunFrom {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RerunFrom::Failed => "Failed",
+            RerunFrom::All => "All",
+        }
+    }
+}
+
+/// One run of a group (`status.runs`): the first, and each re-run.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunStatus {
+    /// Its number, from 1; step pods of run 2 on carry it in their names.
+    pub run: u32,
+    /// A generated id (a UUID), unique to this run.
+    pub run_id: String,
+    /// The `spec.rerun.id` (or annotation) that asked for it; none for the first run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+    /// Where it started (a re-run): `Failed` or `All`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub from: Option<RerunFrom>,
+    /// The completed steps it ran again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub steps: Vec<String>,
+    /// The types it ran again whole.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Running, Completed or Failed.
+    pub phase: Phase,
+    /// How it ended (the group's message when it finished).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+/// Most runs `status.runs` lists (the newest; run numbers keep counting).
+pub const MAX_LISTED_RUNS: usize = 20;
+
+/// What a group locks while it acts (`spec.exclusion`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Exclusion {
+    /// `Target` (the default): at most one group at a time acts on each target (its cluster
+    /// name and address), cluster-wide. `Type`: at most `maxConcurrent` groups of this group's
+    /// `spec.type` run at once, cluster-wide, and targets are not locked. `None`: no lock.
+    #[serde(default)]
+    pub scope: ExclusionScope,
+    /// With `scope: Type`: how many groups of the type may run at once (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000))]
+    pub max_concurrent: Option<u32>,
+}
+
+/// The scope of a group's lock.
+// Plain comments on the variants, as for `Phase`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum ExclusionScope {
+    // One group at a time per target.
+    #[default]
+    Target,
+    // A cluster-wide limit of running groups per group type.
+    Type,
+    // No lock.
+    None,
+}
+
+/// Waves over the targets (`spec.rollout`).
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Rollout {
+    /// Targets per wave, which is also the most targets out at once: a number, or a percentage
+    /// of the targets (`"25%"`, rounded up). At least one.
+    pub wave_size: IntOrString,
+    /// Failed targets tolerated over all waves: a number, or a percentage of the targets
+    /// (rounded down). Default 0. Once more have failed, no new wave starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_failed_targets: Option<IntOrString>,
+    /// When more targets failed than `maxFailedTargets`: `Fail` the group (the default), or
+    /// `Pause` it: the operator sets `spec.paused`, and clearing it accepts the failures so far
+    /// and starts the next wave.
+    #[serde(default)]
+    pub on_budget_exceeded: BudgetPolicy,
+}
+
+/// What a rollout does when its failure budget is exceeded.
+// Plain comments on the variants, as for `Phase`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum BudgetPolicy {
+    // The group fails.
+    #[default]
+    Fail,
+    // The group pauses (spec.paused) until a person resumes it.
+    Pause,
+}
+
+impl WorkflowGroupSpec {
+    /// The pod template of `workflow_type`'s steps: the type's laid over the group's.
+    pub fn pod_template_of(&self, workflow_type: &str) -> Option<StepPodTemplate> {
+        match (&self.pod_template, self.pod_templates.get(workflow_type)) {
+            (None, None) => None,
+            (Some(group), None) => Some(group.clone()),
+            (None, Some(of_type)) => Some(of_type.clone()),
+            (Some(group), Some(of_type)) => Some(group.overlaid(of_type)),
+        }
+    }
+}
+
+/// A Workflow created for a group, as the group's status lists it (seed).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub struct WorkflowReference {
+    /// Name of the Workflow.
+    pub name: String,
+    /// Its workflow type.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Its phase.
+    pub status: Phase,
+    /// The wave it runs in (from 1), in a group with `spec.rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wave: Option<u32>,
+}
+
+/// How a group's rollout goes (`spec.rollout`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RolloutStatus {
+    /// Waves finished out of all, e.g. `2/3`.
+    pub progress: String,
+    /// Targets that failed so far, over all waves.
+    pub failed_targets: u32,
+    /// Each wave started so far: its targets and how it went.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub waves: Vec<WaveStatus>,
+    /// The wave after which the group paused itself because its failure budget was exceeded;
+    /// clearing `spec.paused` accepts the failures up to it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_after_wave: Option<u32>,
+}
+
+/// One wave of a rollout.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveStatus {
+    /// Its number, from 1.
+    pub wave: u32,
+    /// Running while its workflows run; Completed when they all completed; Failed when one
+    /// failed.
+    pub phase: Phase,
+    /// Its targets' names.
+    pub targets: Vec<String>,
+    /// Its targets that failed, each with why (`name: reason`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub failed: Vec<String>,
+}
+
+/// Observed state of a WorkflowGroup.
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+// Until the operator's first status write, the API server shows `observedGeneration: 0`: a
+// GitOps tool that compares it with `metadata.generation` (kstatus: Flux, kpt) reads a group
+// just applied as in progress, not as current.
+#[schemars(extend("default" = {"observedGeneration": 0}))]
+pub struct WorkflowGroupStatus {
+    /// Pending, Running, Completed or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub phase: Option<Phase>,
+    /// The Workflows created so far, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub workflows: Vec<WorkflowReference>,
+    /// When the group was first seen.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_time: Option<Time>,
+    /// When the group reached Completed or Failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion_time: Option<Time>,
+    /// Completed workflows out of all, e.g. `2/3`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progress: Option<String>,
+    /// The `Succeeded` condition says why the group is where it is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The generation of the spec this status reflects.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The waves of a group with `spec.rollout`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<RolloutStatus>,
+    /// Each run once the group was re-run: the first, then every re-run (the newest last).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub runs: Vec<RunStatus>,
+}

@@ -1,0 +1,88 @@
+//! Approvals of steps: which count ([`judge`], pure) and where the controllers find them (the
+//! watch cache, and whether the approval policy is in force, asked of the API server).
+
+pub mod judge;
+
+use std::collections::BTreeMap;
+use std::sync::{Mutex, PoisonError};
+use std::time::{Duration, Instant};
+
+use k8s_openapi::api::admissionregistration::v1::{
+    ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
+};
+use kube::api::Api;
+use kube::runtime::reflector::Store;
+use kube::{Client, ResourceExt};
+
+use self::judge::{Given, POLICY, Trust, trust_of};
+use crate::api::{Approval, Workflow, run_of};
+
+/// How long what the API server said of the approval policy is believed.
+const TRUST_TTL: Duration = Duration::from_secs(5);
+
+/// The Approvals the operator watches, and whether they can be trusted.
+pub struct Approvals {
+    client: Client,
+    store: Store<Approval>,
+    /// Whether the approval policy is in force, when last asked.
+    trust: Mutex<Option<(Instant, Trust)>>,
+}
+
+impl Approvals {
+    pub fn new(client: Client, store: Store<Approval>) -> Self {
+        Self {
+            client,
+            store,
+            trust: Mutex::default(),
+        }
+    }
+
+    /// Whether Approvals can be trusted now, and since when: the approval policy as the API
+    /// server has it, asked again after [`TRUST_TTL`].
+    pub async fn trust(&self) -> Trust {
+        let cached = self
+            .trust
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some((_, trust)) = cached.filter(|(at, _)| at.elapsed() < TRUST_TTL) {
+            return trust;
+        }
+        let policies: Api<ValidatingAdmissionPolicy> = Api::all(self.client.clone());
+        let bindings: Api<ValidatingAdmissionPolicyBinding> = Api::all(self.client.clone());
+        let trust = match (
+            policies.get_opt(POLICY).await,
+            bindings.get_opt(POLICY).await,
+        ) {
+            (Ok(policy), Ok(binding)) => trust_of(policy.as_ref(), binding.as_ref()),
+            (Err(e), _) | (_, Err(e)) => {
+                Err(format!("cannot read the admission policy {POLICY}: {e}"))
+            }
+        };
+        *self.trust.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some((Instant::now(), trust.clone()));
+        trust
+    }
+
+    /// The Approvals of `workflow`'s steps in its current run, by step, from the cache.
+    pub fn of_workflow(&self, workflow: &Workflow) -> BTreeMap<String, Vec<Given>> {
+        let ns = workflow.namespace().unwrap_or_default();
+        let (name, run) = (workflow.name_any(), run_of(workflow));
+        let mut by_step: BTreeMap<String, Vec<Given>> = BTreeMap::new();
+        for a in self.store.state() {
+            if a.namespace().as_deref() == Some(ns.as_str())
+                && a.spec.workflow == name
+                && a.spec.run == run
+            {
+                by_step
+                    .entry(a.spec.step.clone())
+                    .or_default()
+                    .push(Given::of(&a));
+            }
+        }
+        for given in by_step.values_mut() {
+            given.sort_by(|a, b| a.name.cmp(&b.name));
+        }
+        by_step
+    }
+}

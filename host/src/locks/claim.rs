@@ -1,0 +1,152 @@
+//! What a group must hold to act, and who holds a lock.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use kube::ResourceExt;
+
+use crate::api::{ExclusionScope, Target, WorkflowGroup};
+use crate::names::lease_name;
+
+/// What a lock Lease locks, as its [`super::LABEL_LOCK`] label says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LockKind {
+    /// One target (`spec.exclusion.scope: Target`).
+    Target,
+    /// One running slot of a group type (`spec.exclusion.scope: Type`).
+    Type,
+}
+
+impl LockKind {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Target => "target",
+            Self::Type => "type",
+        }
+    }
+}
+
+/// One thing a group must hold to act: one of `leases` (a target has one; a group type's
+/// limit has one per slot).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Claim {
+    /// The Lease names that satisfy it, any one of them.
+    pub leases: Vec<String>,
+    /// What it is, for people (`node-1 (192.168.1.101)`, `a slot of type cluster-expansion`).
+    pub what: String,
+    /// What the Lease's annotation says it locks.
+    pub key: String,
+    pub kind: LockKind,
+}
+
+/// A target's identity for locking: its cluster name and its address, normalised (an IPv6
+/// address in its canonical form, an IPv4-mapped one as IPv4).
+pub fn target_key(cluster_name: &str, ip: &str) -> String {
+    let ip = ip.trim().parse::<IpAddr>().map_or_else(
+        |_| ip.trim().to_ascii_lowercase(),
+        |a| a.to_canonical().to_string(),
+    );
+    format!("{}/{ip}", cluster_name.trim())
+}
+
+/// What `group` must hold to act on `targets` (the targets of the Workflow it is about to
+/// create: all of them, or one wave's).
+pub fn claims(group: &WorkflowGroup, targets: &[Target]) -> Vec<Claim> {
+    let exclusion = group.spec.exclusion.clone().unwrap_or_default();
+    match exclusion.scope {
+        ExclusionScope::None => Vec::new(),
+        ExclusionScope::Target => {
+            let keyed: BTreeMap<String, &Target> = targets
+                .iter()
+                .map(|t| (target_key(&group.spec.cluster_name, &t.ip), t))
+                .collect();
+            keyed
+                .into_iter()
+                .map(|(key, t)| Claim {
+                    leases: vec![lease_name(LockKind::Target.as_str(), &key)],
+                    what: format!("{} ({})", t.name, t.ip),
+                    key,
+                    kind: LockKind::Target,
+                })
+                .collect()
+        }
+        ExclusionScope::Type => {
+            let slots = exclusion.max_concurrent.unwrap_or(1).max(1);
+            let type_ = group.spec.type_.trim();
+            let key = format!("type {type_}");
+            vec![Claim {
+                leases: (0..slots)
+                    .map(|i| lease_name(LockKind::Type.as_str(), &format!("{type_}/{i}")))
+                    .collect(),
+                what: format!("one of the {slots} running slots of group type {type_:?}"),
+                key,
+                kind: LockKind::Type,
+            }]
+        }
+    }
+}
+
+/// The group holding a lock, as a Lease's `spec.holderIdentity` spells it:
+/// `<namespace>/<name>/<uid>`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HolderId {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+}
+
+impl HolderId {
+    /// `group` as a holder.
+    pub fn of(group: &WorkflowGroup) -> Self {
+        Self {
+            namespace: group.namespace().unwrap_or_default(),
+            name: group.name_any(),
+            uid: group.uid().unwrap_or_default(),
+        }
+    }
+
+    /// The holder a Lease names; `None` for a Lease without one (or not of ours).
+    pub fn parse(identity: &str) -> Option<Self> {
+        let mut parts = identity.splitn(3, '/');
+        let (Some(namespace), Some(name), Some(uid)) = (parts.next(), parts.next(), parts.next())
+        else {
+            return None;
+        };
+        Some(Self {
+            namespace: namespace.into(),
+            name: name.into(),
+            uid: uid.into(),
+        })
+    }
+
+    /// `<namespace>/<name>`, as messages name the group.
+    pub fn shown(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+impl fmt::Display for HolderId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}/{}", self.namespace, self.name, self.uid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_holder_reads_back_as_it_was_written_and_a_foreign_one_is_none() {
+        let holder = HolderId {
+            namespace: "ns".into(),
+            name: "g".into(),
+            uid: "u-1".into(),
+        };
+        assert_eq!(holder.to_string(), "ns/g/u-1");
+        assert_eq!(HolderId::parse(&holder.to_string()), Some(holder.clone()));
+        assert_eq!(holder.shown(), "ns/g");
+        assert_eq!(HolderId::parse("an-operator-pod"), None);
+    }
+}

@@ -1,0 +1,500 @@
+//! Locks that keep groups apart: at most one group at a time acts on a target, cluster-wide
+//! (or, with `spec.exclusion.scope: Type`, at most N groups of a group type run at once).
+//!
+//! A lock is a `coordination.k8s.io` Lease in the operator's namespace, named by a hash of
+//! what it locks: a target's cluster name and normalised address, or one slot of a group type.
+//! It exists only while it is held:
+//! - A group takes a lock by creating its Lease. The API server lets one create win, so two
+//!   groups (or two operators in a failover) never both hold it.
+//! - The holder is the group (`spec.holderIdentity` is `<namespace>/<name>/<uid>`, the label
+//!   [`LABEL_LOCK_HOLDER`] its UID), not an operator process. A lock therefore survives
+//!   operator restarts, failover and apiserver restarts, and needs no renewals.
+//! - A group gives its locks back by deleting its Leases (one delete-collection by that
+//!   label): when it finishes and none of its step pods still runs, between waves, and when
+//!   it is deleted.
+//! - A holder that is gone (deleted, or finished) loses its locks: a group that finds one
+//!   takes it over, and the leader's sweeper deletes what is left within the lease time
+//!   (`spec.leaseDurationSeconds`, [`LockConfig::lease_duration`]).
+//!
+//! Waiting groups are served first come, first served: a group takes a free lock only when no
+//! older group waits for it too. A group takes all the locks it needs or none (what it took in
+//! a failed attempt is given back), so two groups never hold half of each other's targets.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::Api;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::{Client, ResourceExt};
+use tracing::{info, warn};
+
+mod claim;
+mod lease;
+pub mod plan;
+mod waiters;
+
+pub use self::claim::{Claim, HolderId, LockKind, claims, target_key};
+pub use self::lease::release_deleted;
+use self::plan::{Arrival, LockMove, Waiting};
+pub use self::waiters::Waiters;
+use crate::api::{Target, Workflow, WorkflowGroup};
+use crate::names;
+
+/// Label on every lock Lease: `target` or `type`.
+pub const LABEL_LOCK: &str = "workflow.rxg456.cn/lock";
+/// Label with the UID of the group holding a lock Lease.
+pub const LABEL_LOCK_HOLDER: &str = "workflow.rxg456.cn/lock-holder";
+/// Annotation saying what a lock Lease locks (`<cluster>/<address>`, or `type <type> slot N`).
+pub const ANNOTATION_LOCKS: &str = "workflow.rxg456.cn/locks";
+/// Annotation naming the group holding a lock Lease (`<namespace>/<name>`).
+pub const ANNOTATION_HOLDER: &str = "workflow.rxg456.cn/holder";
+
+/// Where the locks live and how long a gone holder's lock may outlive it.
+#[derive(Debug, Clone)]
+pub struct LockConfig {
+    /// Namespace of the lock Leases (the operator's own).
+    pub namespace: String,
+    /// The Leases' `leaseDurationSeconds`: the sweeper frees a gone holder's lock within it.
+    pub lease_duration: Duration,
+}
+
+/// What [`Locks::acquire`] got.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Acquired {
+    /// The group holds every lock it needs.
+    Held,
+    /// It waits; the message names what for and who holds it.
+    Waiting(String),
+}
+
+/// `(creation time, uid)` of `group`: who came first.
+pub fn arrival(group: &WorkflowGroup) -> Arrival {
+    (
+        group.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        group.uid().unwrap_or_default(),
+    )
+}
+
+/// Who holds a lock, as the caches say.
+#[derive(Debug)]
+enum Holder {
+    /// The group asking.
+    Me,
+    /// A group that exists and has not finished (or whose step pods still run).
+    Live(String),
+    /// A group that is gone or finished; or a Lease without a holder.
+    Gone,
+    /// A group in a namespace this operator does not watch: left alone.
+    Unknown(String),
+}
+
+/// The locks, as the controllers use them: the caches they are judged by and the groups
+/// waiting for them.
+pub struct Locks {
+    client: Client,
+    config: LockConfig,
+    /// The namespace the operator watches; all when `None`.
+    watched: Option<String>,
+    leases: Store<Lease>,
+    groups: Store<WorkflowGroup>,
+    workflows: Store<Workflow>,
+    pods: Store<Pod>,
+    waiters: Arc<Waiters>,
+}
+
+/// The watch caches the locks are judged by.
+pub struct LockCaches {
+    pub leases: Store<Lease>,
+    pub groups: Store<WorkflowGroup>,
+    pub workflows: Store<Workflow>,
+    pub pods: Store<Pod>,
+}
+
+impl Locks {
+    pub fn new(
+        client: Client,
+        config: LockConfig,
+        watched: Option<String>,
+        caches: LockCaches,
+        waiters: Arc<Waiters>,
+    ) -> Self {
+        Self {
+            client,
+            config,
+            watched,
+            leases: caches.leases,
+            groups: caches.groups,
+            workflows: caches.workflows,
+            pods: caches.pods,
+            waiters,
+        }
+    }
+
+    fn api(&self) -> Api<Lease> {
+        Api::namespaced(self.client.clone(), &self.config.namespace)
+    }
+
+    fn cached(&self, name: &str) -> Option<Arc<Lease>> {
+        self.leases
+            .get(&ObjectRef::new(name).within(&self.config.namespace))
+    }
+
+    /// The Leases the group with `uid` holds, as the cache has them (less those it gave back,
+    /// which the cache may still list for a moment).
+    pub fn held_by(&self, uid: &str) -> Vec<Arc<Lease>> {
+        self.leases
+            .state()
+            .into_iter()
+            .filter(|l| l.labels().get(LABEL_LOCK_HOLDER).map(String::as_str) == Some(uid))
+            .filter(|l| !self.waiters.was_released(l))
+            .collect()
+    }
+
+    /// Whether a step pod of one of `group`'s Workflows has not finished yet (a Workflow fails
+    /// at its first failed step, while other steps may still run). Looked up by the pods'
+    /// names, not by scanning every pod.
+    pub fn steps_running(&self, group: &WorkflowGroup) -> bool {
+        let ns = group.namespace().unwrap_or_default();
+        group
+            .status
+            .iter()
+            .flat_map(|s| &s.workflows)
+            .filter_map(|w| self.workflows.get(&ObjectRef::new(&w.name).within(&ns)))
+            .any(|workflow| {
+                let uid = workflow.uid().unwrap_or_default();
+                names::step_pod_names(&workflow).any(|name| {
+                    self.pods
+                        .get(&ObjectRef::new(&name).within(&ns))
+                        .is_some_and(|pod| running_step_of(&pod, &uid))
+                })
+            })
+    }
+
+    fn holder_of(&self, lease: &Lease, me: Option<&str>) -> Holder {
+        let identity = lease
+            .spec
+            .as_ref()
+            .and_then(|s| s.holder_identity.as_deref());
+        let Some(holder) = identity.and_then(HolderId::parse) else {
+            return Holder::Gone;
+        };
+        if me == Some(holder.uid.as_str()) {
+            return Holder::Me;
+        }
+        if self
+            .watched
+            .as_deref()
+            .is_some_and(|w| w != holder.namespace)
+        {
+            return Holder::Unknown(holder.shown());
+        }
+        let key = ObjectRef::new(&holder.name).within(&holder.namespace);
+        match self.groups.get(&key) {
+            Some(group) if group.uid().as_deref() == Some(holder.uid.as_str()) => {
+                let finished = group
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.phase)
+                    .is_some_and(|p| p.is_finished());
+                if finished && !self.steps_running(&group) {
+                    Holder::Gone
+                } else {
+                    Holder::Live(holder.shown())
+                }
+            }
+            _ => Holder::Gone,
+        }
+    }
+
+    /// Takes every lock `group` needs to act on `targets`, or none. `waiting_for` says which
+    /// targets another group waits for (its current wave's), `None` when it does not wait.
+    ///
+    /// # Errors
+    /// The API server failed otherwise than by refusing a taken lock.
+    pub async fn acquire(
+        &self,
+        group: &WorkflowGroup,
+        targets: &[Target],
+        waiting_for: impl Fn(&WorkflowGroup) -> Option<&[Target]>,
+    ) -> kube::Result<Acquired> {
+        let uid = group.uid().unwrap_or_default();
+        let claims = claims(group, targets);
+        let held: BTreeSet<String> = self.held_by(&uid).iter().map(|l| l.name_any()).collect();
+        let me = arrival(group);
+        let plan = plan::decide(&claims, &held, &me, || self.waiting(group, &waiting_for));
+        if plan.release_first {
+            self.release(&uid).await?;
+        }
+        let held = if plan.release_first {
+            BTreeSet::new()
+        } else {
+            held
+        };
+        let take = match plan.next {
+            LockMove::Held => return Ok(Acquired::Held),
+            LockMove::WaitBehind { older, claims } => {
+                let leases: Vec<String> = claims.iter().flat_map(|c| c.leases.clone()).collect();
+                self.waiters.wait(group, &leases);
+                let holders = leases
+                    .iter()
+                    .filter_map(|l| self.cached(l))
+                    .map(|l| lease::holder_name(&l))
+                    .collect();
+                return Ok(Acquired::Waiting(plan::waiting_behind(
+                    &claims, &older, holders,
+                )));
+            }
+            LockMove::Take(claims) => claims,
+        };
+
+        let api = self.api();
+        let mut taken = 0;
+        let mut blocked: BTreeMap<String, Vec<&Claim>> = BTreeMap::new();
+        for claim in take {
+            let mut holders = Vec::new();
+            let mut got = false;
+            for name in &claim.leases {
+                match self.take(&api, group, claim, name).await? {
+                    Taken::Yes => {
+                        taken += 1;
+                        got = true;
+                        break;
+                    }
+                    Taken::HeldBy(holder) => holders.push(holder),
+                }
+            }
+            if !got {
+                holders.sort();
+                holders.dedup();
+                blocked.entry(holders.join(", ")).or_default().push(claim);
+                // All or nothing: no point taking more.
+                break;
+            }
+        }
+        if blocked.is_empty() {
+            info!(locks = taken, "took locks");
+            return Ok(Acquired::Held);
+        }
+        // What it holds goes back (taken now, or before a crash), so that no group holds half
+        // of what it needs while it waits.
+        if taken > 0 || !held.is_empty() {
+            self.release(&uid).await?;
+        }
+        let leases: Vec<String> = blocked
+            .values()
+            .flatten()
+            .flat_map(|c| c.leases.clone())
+            .collect();
+        self.waiters.wait(group, &leases);
+        Ok(Acquired::Waiting(plan::waiting_for_held(&blocked)))
+    }
+
+    /// The other groups that wait for locks, with the Leases each waits for.
+    fn waiting(
+        &self,
+        group: &WorkflowGroup,
+        waiting_for: &impl Fn(&WorkflowGroup) -> Option<&[Target]>,
+    ) -> Vec<Waiting> {
+        self.groups
+            .state()
+            .iter()
+            .filter(|other| other.uid() != group.uid())
+            .filter_map(|other| {
+                let targets = waiting_for(other)?;
+                Some(Waiting {
+                    shown: HolderId::of(other).shown(),
+                    arrival: arrival(other),
+                    leases: claims(other, targets)
+                        .into_iter()
+                        .flat_map(|c| c.leases)
+                        .collect(),
+                })
+            })
+            .collect()
+    }
+
+    /// Takes the Lease `name` for `group`: creates it, or replaces a gone holder's.
+    async fn take(
+        &self,
+        api: &Api<Lease>,
+        group: &WorkflowGroup,
+        claim: &Claim,
+        name: &str,
+    ) -> kube::Result<Taken> {
+        let uid = group.uid().unwrap_or_default();
+        if let Some(lease) = self.cached(name).map(|l| (*l).clone()) {
+            match self.holder_of(&lease, Some(&uid)) {
+                Holder::Me => return Ok(Taken::Yes),
+                Holder::Live(who) | Holder::Unknown(who) => return Ok(Taken::HeldBy(who)),
+                Holder::Gone => {
+                    // Deleted only as it was seen: a Lease taken since stays.
+                    if !lease::delete_exact(api, &lease).await? {
+                        return Ok(Taken::HeldBy(lease::holder_name(&lease)));
+                    }
+                    info!(lease = name, holder = %lease::holder_name(&lease), "took over the lock of a gone group");
+                }
+            }
+        }
+        let new = lease::new_lease(&self.config, group, claim, name);
+        if lease::create(api, &new).await? {
+            return Ok(Taken::Yes);
+        }
+        // Taken a moment ago: whose, from the API server (the cache may not have it yet).
+        let who = match api.get_opt(name).await? {
+            Some(lease) => match self.holder_of(&lease, Some(&uid)) {
+                Holder::Me => return Ok(Taken::Yes),
+                _ => lease::holder_name(&lease),
+            },
+            None => "another group".into(),
+        };
+        Ok(Taken::HeldBy(who))
+    }
+
+    /// Gives back every lock the group with `uid` holds.
+    ///
+    /// # Errors
+    /// The API server refused the delete.
+    pub async fn release(&self, uid: &str) -> kube::Result<()> {
+        let held = self.held_by(uid);
+        lease::delete_held(&self.api(), uid).await?;
+        self.waiters.released(&held);
+        Ok(())
+    }
+
+    /// The leader's sweeper: every third of the lease time, deletes the lock Leases whose
+    /// holder is gone (deleted, or finished with no step pod running), so that none outlives
+    /// its holder by more than the lease time, whatever happened to the operator meanwhile.
+    /// To be started once the group cache is complete (an empty cache would make every holder
+    /// look gone).
+    pub async fn sweep(&self) {
+        let every = self.config.lease_duration / 3;
+        let api = self.api();
+        loop {
+            tokio::time::sleep(every.max(Duration::from_secs(1))).await;
+            for held in self.leases.state() {
+                if !matches!(self.holder_of(&held, None), Holder::Gone) {
+                    continue;
+                }
+                match lease::delete_exact(&api, &held).await {
+                    Ok(true) => {
+                        info!(lease = %held.name_any(), holder = %lease::holder_name(&held), "freed the lock of a gone group");
+                    }
+                    Ok(false) => {}
+                    Err(error) => warn!(%error, lease = %held.name_any(), "could not free a lock"),
+                }
+            }
+        }
+    }
+}
+
+enum Taken {
+    Yes,
+    HeldBy(String),
+}
+
+/// Whether `pod` is a step pod of the Workflow with `uid` that has not finished.
+fn running_step_of(pod: &Pod, uid: &str) -> bool {
+    let ours = pod
+        .owner_references()
+        .iter()
+        .any(|r| r.controller == Some(true) && r.uid == uid);
+    let finished = matches!(
+        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        Some("Succeeded" | "Failed")
+    );
+    ours && !finished
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plan::listed;
+    use super::*;
+    use crate::api::{Exclusion, ExclusionScope, WorkflowGroupSpec};
+    use crate::names::lease_name;
+
+    fn group(scope: ExclusionScope, max: Option<u32>) -> WorkflowGroup {
+        let mut g = WorkflowGroup::new(
+            "g",
+            WorkflowGroupSpec {
+                type_: "cluster-expansion".into(),
+                cluster_name: "test-cluster".into(),
+                exclusion: Some(Exclusion {
+                    scope,
+                    max_concurrent: max,
+                }),
+                ..WorkflowGroupSpec::default()
+            },
+        );
+        g.metadata.namespace = Some("ns".into());
+        g.metadata.uid = Some("u-1".into());
+        g
+    }
+
+    fn target(name: &str, ip: &str) -> Target {
+        Target {
+            name: name.into(),
+            ip: ip.into(),
+            role: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_target_is_its_cluster_and_normalised_address() {
+        assert_eq!(target_key("c", " 10.0.0.1 "), "c/10.0.0.1");
+        assert_eq!(target_key("c", "2001:DB8:0:0::1"), "c/2001:db8::1");
+        assert_eq!(target_key("c", "::ffff:10.0.0.1"), "c/10.0.0.1");
+        assert_ne!(
+            lease_name("target", &target_key("a", "10.0.0.1")),
+            lease_name("target", &target_key("b", "10.0.0.1"))
+        );
+        assert_eq!(
+            lease_name("target", &target_key("c", "2001:db8::1")),
+            lease_name("target", &target_key("c", "2001:0db8::0001"))
+        );
+        let name = lease_name("target", "c/10.0.0.1");
+        assert_eq!(name.len(), 28);
+        assert!(name.starts_with("wfl-"));
+    }
+
+    #[test]
+    fn claims_follow_the_scope() {
+        let targets = [
+            target("n1", "10.0.0.1"),
+            target("n2", "10.0.0.2"),
+            target("n1-again", "10.0.0.1"),
+        ];
+        let by_target = claims(&group(ExclusionScope::Target, None), &targets);
+        // One claim per distinct target.
+        assert_eq!(by_target.len(), 2);
+        assert!(
+            by_target
+                .iter()
+                .all(|c| c.leases.len() == 1 && c.kind == LockKind::Target)
+        );
+        assert!(claims(&group(ExclusionScope::None, None), &targets).is_empty());
+        let by_type = claims(&group(ExclusionScope::Type, Some(3)), &targets);
+        assert_eq!(by_type.len(), 1);
+        assert_eq!(by_type[0].leases.len(), 3);
+        assert!(by_type[0].what.contains("cluster-expansion"));
+        // Without spec.exclusion: per target.
+        let mut plain = group(ExclusionScope::None, None);
+        plain.spec.exclusion = None;
+        assert_eq!(claims(&plain, &targets).len(), 2);
+    }
+
+    #[test]
+    fn waiting_messages_name_the_targets() {
+        let targets: Vec<Target> = (1..=7)
+            .map(|i| target(&format!("n{i}"), &format!("10.0.0.{i}")))
+            .collect();
+        let claims = claims(&group(ExclusionScope::Target, None), &targets);
+        let one: Vec<&Claim> = claims.iter().take(1).collect();
+        assert_eq!(listed(&one), "target n1 (10.0.0.1)");
+        let all: Vec<&Claim> = claims.iter().collect();
+        assert!(listed(&all).starts_with("targets n1 (10.0.0.1), n2 (10.0.0.2)"));
+        assert!(listed(&all).ends_with(" and 2 more"));
+    }
+}
