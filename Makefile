@@ -10,7 +10,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help tools plugins build lint fmt test manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook bench-join
+.PHONY: help tools plugins build lint fmt test test-unit manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook bench-join
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -52,6 +52,15 @@ test: tools plugins image ## Unit, plugin and end-to-end tests (starts the local
 	WORKFLOW_REAL_NODE=$${WORKFLOW_REAL_NODE-1} $(CARGO) test --workspace --no-fail-fast; rc=$$?; \
 	if [ $$was_up = 0 ] && [ -z "$$KEEP_CLUSTER" ]; then tests/cluster/cluster.sh down; fi; \
 	exit $$rc
+
+# The tests that need neither a cluster nor root: every crate's unit tests and doc tests, the
+# plugin tests (host/tests/plugin_*.rs: the plugins of `make plugins`, no cluster) and the
+# runner's (runner/tests/targets.rs: an sshd of its own on loopback, as the calling user).
+test-unit: plugins ## Unit and plugin tests only: no cluster, no root (sshd installed for the runner's)
+	$(CARGO) test --workspace --lib --bins --no-fail-fast
+	$(CARGO) test --workspace --doc --no-fail-fast
+	$(CARGO) test -p workflow-operator --test plugin_runtime --test plugin_registry --test plugin_cli --no-fail-fast
+	$(CARGO) test -p workflow-runner --test targets --no-fail-fast
 
 manifests: ## Regenerate crds/ from the Rust types
 	$(CARGO) run -q -p workflow-operator -- crdgen > crds/workflow.rxg456.cn.yaml
