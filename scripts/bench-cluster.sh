@@ -61,9 +61,9 @@ export KUBECONFIG="$STATE/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
-LOG_TAG=bench
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+LOG_TAG=bench
 
 case "$PEER" in
   "") peers=() ;;

@@ -22,12 +22,12 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+LOG_TAG=bench-real-node
 RUNS="${RUNS:-5}"
 STATE="${WORKFLOW_CLUSTER_DIR:-$ROOT/.local-cluster}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
-export LOG_TAG=bench-real-node
 
 WORKFLOW_REAL_NODE=1 tests/cluster/cluster.sh up >&2
 export KUBECONFIG="$STATE/kubeconfig"

@@ -13,9 +13,9 @@ RUNS="${RUNS:-10}"
 export KUBECONFIG="$ROOT/.local-cluster/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
-LOG_TAG=bench
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+LOG_TAG=bench
 
 log "building the release operator"
 cargo build -q --release -p workflow-operator

@@ -12,9 +12,9 @@ PROFILE="${PROFILE:-release}"
 export KUBECONFIG="${KUBECONFIG_OVERRIDE:-$ROOT/.local-cluster/kubeconfig}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/$PROFILE/workflow-operator"
-LOG_TAG=bench
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+LOG_TAG=bench
 
 for t in pre-check setup post-check; do
   [ -f "$TARGET/plugins/$t.wasm" ] || { log "$TARGET/plugins/$t.wasm is missing: run make plugins"; exit 1; }

@@ -15,9 +15,12 @@ LIB_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 
 # ------------------------------------------------------------------------------ messages
 
-# log <words>: a progress line "[<LOG_TAG>] <words>" (LOG_TAG: default the script's name) on
-# stderr, or on the descriptor LOG_FD (the cluster scripts log on stdout: LOG_FD=1).
-log() { printf '[%s] %s\n' "${LOG_TAG:-$(basename "$0" .sh)}" "$*" >&"${LOG_FD:-2}"; }
+# log <words>: a progress line "[<LOG_TAG>] <words>" on the descriptor LOG_FD. Sourcing sets
+# them to the script's name and stderr (whatever the environment says, so a script's tag is
+# never its caller's); a script may set them afterwards (the cluster scripts log on stdout).
+LOG_TAG="$(basename "$0" .sh)"
+LOG_FD=2
+log() { printf '[%s] %s\n' "${LOG_TAG}" "$*" >&"${LOG_FD}"; }
 
 # error <words>: "<script>: error: <words>" on stderr. die: the same, then exit 1.
 error() { printf '%s: error: %s\n' "$(basename "$0")" "$*" >&2; }
