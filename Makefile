@@ -10,7 +10,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help tools plugins build lint fmt test docs manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook bench-join
+.PHONY: help tools plugins build lint fmt test test-unit docs manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook bench-join
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -63,6 +63,15 @@ docs: ## Build the book into docs/book/ (mdBook, installed when missing) and che
 	  --version $(MDBOOK_VERSION) --no-default-features --features search --root '$(MDBOOK_TOOLS)/mdbook-$(MDBOOK_VERSION)'
 	'$(MDBOOK)' build docs
 	python3 scripts/check_docs.py
+
+# The tests that need neither a cluster nor root: every crate's unit tests and doc tests, the
+# plugin tests (host/tests/plugin_*.rs: the plugins of `make plugins`, no cluster) and the
+# runner's (runner/tests/targets.rs: an sshd of its own on loopback, as the calling user).
+test-unit: plugins ## Unit and plugin tests only: no cluster, no root (sshd installed for the runner's)
+	$(CARGO) test --workspace --lib --bins --no-fail-fast
+	$(CARGO) test --workspace --doc --no-fail-fast
+	$(CARGO) test -p workflow-operator --test plugin_runtime --test plugin_registry --test plugin_cli --no-fail-fast
+	$(CARGO) test -p workflow-runner --test targets --no-fail-fast
 
 manifests: ## Regenerate crds/ from the Rust types
 	$(CARGO) run -q -p workflow-operator -- crdgen > crds/workflow.rxg456.cn.yaml

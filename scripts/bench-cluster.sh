@@ -61,54 +61,52 @@ export KUBECONFIG="$STATE/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
-SAY_TAG=bench
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+LOG_TAG=bench
 
 case "$PEER" in
   "") peers=() ;;
   argo | tekton) peers=("$PEER") ;;
   all) peers=(argo tekton) ;;
-  *) say "unknown PEER=$PEER (argo, tekton or all)"; exit 2 ;;
+  *) log "unknown PEER=$PEER (argo, tekton or all)"; exit 2 ;;
 esac
 for peer in "${peers[@]+"${peers[@]}"}"; do
   if [ ! -x "$PEER_DIR/$peer/run.sh" ] || [ ! -x "$PEER_DIR/$peer/build.sh" ]; then
-    say "PEER=$PEER runs the peer harness $peer/ (run.sh and build.sh), which this repository does"
-    say "not carry: looked for $PEER_DIR/$peer/run.sh (PEER_DIR=$PEER_DIR). Set PEER_DIR to the"
-    say "directory that holds argo/ and tekton/."
+    log "PEER=$PEER runs the peer harness $peer/ (run.sh and build.sh), which this repository does"
+    log "not carry: looked for $PEER_DIR/$peer/run.sh (PEER_DIR=$PEER_DIR). Set PEER_DIR to the"
+    log "directory that holds argo/ and tekton/."
     exit 1
   fi
 done
 has_peer() { [[ " ${peers[*]-} " == *" $1 "* ]]; }
-if has_peer tekton && ! python3 -c 'import socket; socket.socket().bind(("", 8080))' 2>/dev/null; then
-  say "port 8080 is in use: Tekton's controller serves its probes there (not configurable)"
+if has_peer tekton && ! port_free 8080; then
+  log "port 8080 is in use: Tekton's controller serves its probes there (not configurable)"
   exit 1
 fi
 for peer in "${peers[@]+"${peers[@]}"}"; do
-  say "building the $peer peer's controller (cached after the first build)"
+  log "building the $peer peer's controller (cached after the first build)"
   "$PEER_DIR/$peer/build.sh" | tail -1 >&2
 done
-say "building the release operator"
+log "building the release operator"
 cargo build -q --release -p workflow-operator
 tests/cluster/cluster.sh up >&2
 if has_peer tekton && ! (cd tests/cluster/kwok && sha256sum -- *.yaml) | cmp -s - "$STATE/kwok-stages.sha256"; then
-  say "the cluster in $STATE runs kwok with other stages than tests/cluster/kwok/ (kwok reads them"
-  say "only at start), so it may leave Tekton's pods running for ever: restart it"
-  say "(WORKFLOW_CLUSTER_DIR=$STATE tests/cluster/cluster.sh down) and run again"
+  log "the cluster in $STATE runs kwok with other stages than tests/cluster/kwok/ (kwok reads them"
+  log "only at start), so it may leave Tekton's pods running for ever: restart it"
+  log "(WORKFLOW_CLUSTER_DIR=$STATE tests/cluster/cluster.sh down) and run again"
   exit 1
 fi
 
-# wait_namespaces_gone <namespace>...: a previous run's, still being deleted, is waited for; one
-# in use is refused (the peer's figures would count what is in it).
+# wait_namespaces_gone <namespace>...: a previous run's, still being deleted, is waited for (10
+# minutes at most); one in use is refused (the peer's figures would count what is in it).
+not_terminating() { [ "$(kubectl get namespace "$1" -o jsonpath='{.status.phase}' 2>/dev/null)" != Terminating ]; }
 wait_namespaces_gone() {
   local peer_ns
   for peer_ns in "$@"; do
-    for _ in $(seq 1 600); do
-      [ "$(kubectl get namespace "$peer_ns" -o jsonpath='{.status.phase}' 2>/dev/null)" = Terminating ] || break
-      sleep 1
-    done
+    WAIT_INTERVAL=1 wait_until 600 "namespace $peer_ns to be deleted" not_terminating "$peer_ns" || true
     if kubectl get namespace "$peer_ns" >/dev/null 2>&1; then
-      say "namespace $peer_ns exists (a previous peer run?): delete it first, a peer's figures would count what is in it"
+      log "namespace $peer_ns exists (a previous peer run?): delete it first, a peer's figures would count what is in it"
       return 1
     fi
   done
@@ -139,34 +137,27 @@ start_operator() {
   cp "$TARGET"/plugins/*.wasm "$work/plugins/"
   port="$(free_ports 1)"
   # shellcheck disable=SC2086 # OPERATOR_ARGS is a list of flags
-  "$BIN" run --namespace "$ns" --plugin-dir "$work/plugins" --http-addr "127.0.0.1:$port" \
-    ${OPERATOR_ARGS:-} >"$work/operator-$ns.log" 2>&1 &
-  operator_pid=$!
-  wait_operator_started "$work/operator-$ns.log" 10 && return 0
-  say "the operator did not start:"; cat "$work/operator-$ns.log" >&2; exit 1
+  start_operator_bg "$BIN" "$work/operator-$ns.log" 10 --namespace "$ns" --plugin-dir "$work/plugins" \
+    --http-addr "127.0.0.1:$port" ${OPERATOR_ARGS:-}
 }
 stop_operator() { kill "$operator_pid" 2>/dev/null || true; wait "$operator_pid" 2>/dev/null || true; operator_pid=""; }
 fresh_namespace() {
   local ns="$1"
   kubectl create namespace "$ns" >/dev/null
-  for _ in $(seq 1 100); do
-    kubectl -n "$ns" get serviceaccount default >/dev/null 2>&1 && return 0
-    sleep 0.1
-  done
+  WAIT_INTERVAL=0.1 wait_until 10 "the default ServiceAccount of $ns" kubectl -n "$ns" get serviceaccount default
 }
 
-# wait_groups_finished <namespace> <count>: until that many groups there are Completed or
-# Failed; sets `completed` and `failed`.
-wait_groups_finished() {
+# groups_finished <namespace> <count>: whether that many groups there are Completed or Failed;
+# sets `completed` and `failed`.
+groups_finished() {
   local phases
-  while :; do
-    phases=$(kubectl -n "$1" get workflowgroups.workflow.rxg456.cn -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
-    completed=$(grep -c '^Completed$' <<<"$phases" || true)
-    failed=$(grep -c '^Failed$' <<<"$phases" || true)
-    [ $((completed + failed)) -ge "$2" ] && return 0
-    sleep 0.5
-  done
+  phases=$(kubectl -n "$1" get workflowgroups.workflow.rxg456.cn -o jsonpath='{range .items[*]}{.status.phase}{"\n"}{end}')
+  completed=$(grep -c '^Completed$' <<<"$phases" || true)
+  failed=$(grep -c '^Failed$' <<<"$phases" || true)
+  [ $((completed + failed)) -ge "$2" ]
 }
+# wait_groups_finished <namespace> <count>: until groups_finished (an hour at most).
+wait_groups_finished() { WAIT_INTERVAL=0.5 wait_until 3600 "$2 groups in $1 to finish" groups_finished "$1" "$2"; }
 
 # --- the seed sample alone ---------------------------------------------------------------
 ns="bench-sample-$(date +%s)"
@@ -184,7 +175,7 @@ for i in $(seq 1 "$RUNS"); do
 done
 stop_operator
 # Gone before the N groups start: its pods' deletion would be load on the cluster during their run.
-kubectl delete namespace "$ns" --timeout=180s >/dev/null || say "namespace $ns is still being deleted"
+kubectl delete namespace "$ns" --timeout=180s >/dev/null || log "namespace $ns is still being deleted"
 
 # --- N copies at once ----------------------------------------------------------------------
 ns="bench-n$N-$(date +%s)"
@@ -193,14 +184,7 @@ n_namespace="$ns"
 start_operator "$ns"
 # Each copy on three targets of its own (10.<i/250>.<i%250>.1-3): no group waits for another's
 # lock, as in a fleet where groups act on different machines. (The contended run below shares.)
-python3 - "$SAMPLE" "$N" >"$work/groups.yaml" <<'PY'
-import sys
-sample = "".join(l for l in open(sys.argv[1]) if not l.startswith("  namespace:"))
-for i in range(int(sys.argv[2])):
-    print("---")
-    print(sample.replace("name: workflowgroup-sample", f"name: group-{i:04d}")
-                .replace("ip: 192.168.1.10", f"ip: 10.{i // 250}.{i % 250}."))
-PY
+python3 scripts/groups.py copies --sample "$SAMPLE" --count "$N" >"$work/groups.yaml"
 # Where the cluster itself is the limit: the API server's own request latency and each
 # component's CPU over the run, from snapshots before and after.
 cluster_snapshot() {
@@ -247,16 +231,7 @@ if [ "${CONTENDED_N:-100}" -gt 0 ]; then
   fresh_namespace "$ns"
   n_namespace="$ns"
   start_operator "$ns"
-  python3 - "$SAMPLE" "$cn" "$ct" >"$work/contended.yaml" <<'PY'
-import re, sys
-sample = "".join(l for l in open(sys.argv[1]) if not l.startswith("  namespace:"))
-head, _ = sample.split("  targets:\n", 1)
-for i in range(int(sys.argv[2])):
-    t = i % int(sys.argv[3])
-    print("---")
-    print(head.replace("name: workflowgroup-sample", f"name: contended-{i:04d}")
-          + f"  targets:\n  - name: shared-{t}\n    ip: 10.250.0.{t + 1}\n    role: Worker\n")
-PY
+  python3 scripts/groups.py contended --sample "$SAMPLE" --count "$cn" --targets "$ct" >"$work/contended.yaml"
   kubectl -n "$ns" get pods --watch --output-watch-events -o json >"$work/contended-watch.json" 2>/dev/null &
   watch_pid=$!
   sleep 1.5
@@ -340,15 +315,15 @@ run_peer() {
 for peer in "${peers[@]}"; do
   case "$peer" in
     argo)
-      say "Argo Workflows: ${RUNS} seed runs, then ${ARGO_N} workflows at once, DEFAULT_REQUEUE_TIME=${ARGO_REQUEUE}"
+      log "Argo Workflows: ${RUNS} seed runs, then ${ARGO_N} workflows at once, DEFAULT_REQUEUE_TIME=${ARGO_REQUEUE}"
       run_peer argo argo "argo scale" ARGO_VERSION="$ARGO_VERSION" SCALE_N="$ARGO_N" \
         DEFAULT_REQUEUE_TIME="$ARGO_REQUEUE"
       ;;
     tekton)
-      say "Tekton Pipelines at its defaults: ${RUNS} seed runs, then ${TEKTON_N} PipelineRuns at once"
+      log "Tekton Pipelines at its defaults: ${RUNS} seed runs, then ${TEKTON_N} PipelineRuns at once"
       run_peer tekton tekton "tekton scale" TEKTON_VERSION="$TEKTON_VERSION" SCALE_N="$TEKTON_N" \
         TEKTON_QPS= TEKTON_BURST=
-      say "Tekton Pipelines at --kube-api-qps ${TEKTON_QPS} --kube-api-burst ${TEKTON_BURST}: the same"
+      log "Tekton Pipelines at --kube-api-qps ${TEKTON_QPS} --kube-api-burst ${TEKTON_BURST}: the same"
       run_peer tekton-qps tekton "tekton scale" TEKTON_VERSION="$TEKTON_VERSION" SCALE_N="$TEKTON_N" \
         TEKTON_QPS="$TEKTON_QPS" TEKTON_BURST="$TEKTON_BURST"
       ;;

@@ -22,53 +22,38 @@ cd "$(dirname "$0")/.."
 ROOT="$PWD"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+LOG_TAG=bench-real-node
 RUNS="${RUNS:-5}"
 STATE="${WORKFLOW_CLUSTER_DIR:-$ROOT/.local-cluster}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
-export SAY_TAG=bench-real-node
 
 WORKFLOW_REAL_NODE=1 tests/cluster/cluster.sh up >&2
 export KUBECONFIG="$STATE/kubeconfig"
 kubectl get nodes -l workflow.rxg456.cn/node=real -o name | grep -q . \
-  || { say "the cluster in $STATE has no real node (restart it with WORKFLOW_REAL_NODE=1)"; exit 1; }
-say "building the release operator"
+  || { log "the cluster in $STATE has no real node (restart it with WORKFLOW_REAL_NODE=1)"; exit 1; }
+log "building the release operator"
 cargo build -q --release -p workflow-operator
 install_crds >/dev/null
 
-work="$(mktemp -d)"
-ns="bench-real-$(date +%s)"
-operator_pid=""
-cleanup() {
-  if [ -n "$operator_pid" ]; then kill "$operator_pid" 2>/dev/null || true; fi
-  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-kubectl create namespace "$ns" >/dev/null
-for _ in $(seq 1 100); do
-  kubectl -n "$ns" get serviceaccount default >/dev/null 2>&1 && break
-  sleep 0.1
-done
+bench_namespace "bench-real-$(date +%s)"
+ns="$bench_ns"
+WAIT_INTERVAL=0.1 wait_until 10 "the default ServiceAccount of $ns" kubectl -n "$ns" get serviceaccount default
 
-[ -f target/image/workflow-step.tar ] || { say "no target/image/workflow-step.tar: run make image"; exit 1; }
+[ -f target/image/workflow-step.tar ] || { log "no target/image/workflow-step.tar: run make image"; exit 1; }
 tests/cluster/node.sh import-image target/image/workflow-step.tar >/dev/null
 tests/cluster/target-hosts.sh up "$work/hosts" 3 >/dev/null
-trap 'tests/cluster/target-hosts.sh down "$work/hosts" >/dev/null 2>&1 || true; cleanup' EXIT
+trap 'tests/cluster/target-hosts.sh down "$work/hosts" >/dev/null 2>&1 || true; bench_cleanup' EXIT
 kubectl -n "$ns" create secret generic workflow-ssh --type=kubernetes.io/ssh-auth \
   --from-file=ssh-privatekey="$work/hosts/ssh-privatekey" --from-file=known_hosts="$work/hosts/known_hosts" >/dev/null
-placement='"nodeSelector": {"workflow.rxg456.cn/node": "real"},
-  "tolerations": [{"key": "workflow.rxg456.cn/real-node", "operator": "Exists", "effect": "NoSchedule"}]'
 
 # --- the operator -------------------------------------------------------------------------------
 mkdir -p "$work/plugins"
 cp "$TARGET"/plugins/{pre-check,setup,post-check}.wasm "$work/plugins/"
 port="$(free_ports 1)"
-"$BIN" run --namespace "$ns" --plugin-dir "$work/plugins" --http-addr "127.0.0.1:$port" \
-  >"$work/operator.log" 2>&1 &
-operator_pid=$!
-wait_operator_started "$work/operator.log" 10 || { say "the operator did not start:"; cat "$work/operator.log" >&2; exit 1; }
+start_operator_bg "$BIN" "$work/operator.log" 10 --namespace "$ns" --plugin-dir "$work/plugins" \
+  --http-addr "127.0.0.1:$port"
 : >"$work/group"
 for run in $(seq 1 "$RUNS"); do
   name="sample-$run"
@@ -76,11 +61,11 @@ for run in $(seq 1 "$RUNS"); do
   t0=$(date +%s.%N)
   kubectl -n "$ns" apply -f "$work/$name.json" >/dev/null
   if ! kubectl -n "$ns" wait --for=jsonpath='{.status.phase}'=Completed "workflowgroups.workflow.rxg456.cn/$name" --timeout=180s >/dev/null; then
-    say "group $name did not complete:"; kubectl -n "$ns" describe wfg "$name" >&2; exit 1
+    log "group $name did not complete:"; kubectl -n "$ns" describe wfg "$name" >&2; exit 1
   fi
   t1=$(date +%s.%N)
   echo "$t1 - $t0" | bc >>"$work/group"
-  say "the operator, run $run: the sample Completed in $(tail -1 "$work/group") s"
+  log "the operator, run $run: the sample Completed in $(tail -1 "$work/group") s"
 done
 kill "$operator_pid" 2>/dev/null || true
 operator_pid=""
@@ -88,35 +73,10 @@ operator_pid=""
 # --- by hand ----------------------------------------------------------------------------------
 # The first group's five steps, in order, as pods of their own with the same targets file.
 kubectl -n "$ns" get wf -l workflow.rxg456.cn/group-name=sample-1 -o json >"$work/workflows.json"
-python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); print(json.dumps([{k: t[k] for k in ("name","ip","role")} for t in g["spec"]["targets"]]))' \
-  "$work/sample-1.json" >"$work/targets.json"
+python3 scripts/groups.py targets-of --group "$work/sample-1.json" >"$work/targets.json"
 kubectl -n "$ns" create configmap hand-targets --from-file=targets.json="$work/targets.json" >/dev/null
-python3 - "$work/workflows.json" "$work" <<PY
-import json, sys
-order = ["pre-check", "setup", "post-check"]
-workflows = sorted(json.load(open(sys.argv[1]))["items"], key=lambda w: order.index(w["spec"]["type"]))
-n = 0
-for wf in workflows:
-    for step in wf["spec"]["steps"]:
-        n += 1
-        env = [{"name": e["name"], "value": e["value"]} for e in step.get("env", [])]
-        env.append({"name": "WORKFLOW_TARGETS_FILE", "value": "/etc/workflow/targets.json"})
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "STEP-%d" % n},
-          "spec": {"restartPolicy": "Never", "automountServiceAccountToken": False, $placement,
-            "volumes": [{"name": "targets", "configMap": {"name": "hand-targets"}},
-                        {"name": "ssh", "secret": {"secretName": "workflow-ssh", "defaultMode": 288}}],
-            "securityContext": {"runAsNonRoot": True, "runAsUser": 65534, "runAsGroup": 65534,
-                                "fsGroup": 65534, "seccompProfile": {"type": "RuntimeDefault"}},
-            "containers": [{"name": "step", "image": "workflow-step:dev",
-              "command": ["/bin/sh", "-c", step["command"]], "env": env,
-              "volumeMounts": [{"name": "targets", "mountPath": "/etc/workflow", "readOnly": True},
-                               {"name": "ssh", "mountPath": "/etc/workflow/ssh", "readOnly": True}],
-              "securityContext": {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}},
-              "terminationMessagePolicy": "FallbackToLogsOnError"}]}}
-        json.dump(pod, open("%s/step-%d.json" % (sys.argv[2], n), "w"))
-print(n)
-PY
-[ -f "$work/step-5.json" ] || { say "the sample's Workflows did not have five steps"; exit 1; }
+python3 scripts/groups.py hand-pods --workflows "$work/workflows.json" --out "$work" >/dev/null
+[ -f "$work/step-5.json" ] || { log "the sample's Workflows did not have five steps"; exit 1; }
 : >"$work/hand"
 for run in $(seq 1 "$RUNS"); do
   t0=$(date +%s.%N)
@@ -126,19 +86,7 @@ for run in $(seq 1 "$RUNS"); do
   done
   t1=$(date +%s.%N)
   echo "$t1 - $t0" | bc >>"$work/hand"
-  say "by hand, run $run: five pods in $(tail -1 "$work/hand") s"
+  log "by hand, run $run: five pods in $(tail -1 "$work/hand") s"
 done
 
-python3 - "$work/hand" "$work/group" <<'PY'
-import statistics, sys
-hand = [float(l) for l in open(sys.argv[1])]
-group = [float(l) for l in open(sys.argv[2])]
-diff = [g - h for g, h in zip(group, hand)]
-row = lambda xs: f"{min(xs):.2f} / {statistics.median(xs):.2f} / {max(xs):.2f} s"
-print()
-print(f"| on the real node, {len(hand)} runs each (min / median / max) | |")
-print("|---|---|")
-print(f"| the seed sample against 3 target hosts, `kubectl apply` to Completed (5 step pods) | {row(group)} |")
-print(f"| its five step pods one after another by hand (`kubectl create`, `kubectl wait`) | {row(hand)} |")
-print(f"| the operator's cost: sample minus by hand, run by run | {row(diff)} |")
-PY
+python3 scripts/bench_report.py real-node --group "$work/group" --hand "$work/hand"

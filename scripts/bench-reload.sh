@@ -13,29 +13,20 @@ RUNS="${RUNS:-10}"
 export KUBECONFIG="$ROOT/.local-cluster/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
-SAY_TAG=bench
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+LOG_TAG=bench
 
-say "building the release operator"
+log "building the release operator"
 cargo build -q --release -p workflow-operator
 tests/cluster/cluster.sh up >&2
 kubectl apply --server-side -k crds/ >/dev/null
-
-work="$(mktemp -d)"
-operator_pid=""
-ns="bench-reload-$$"
-cleanup() {
-  [ -n "$operator_pid" ] && kill "$operator_pid" 2>/dev/null || true
-  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-kubectl create namespace "$ns" >/dev/null
+bench_namespace "bench-reload-$$"
+ns="$bench_ns"
 
 versions=("$TARGET/plugins/pre-check.wasm" "$TARGET/test-plugins/pre-check-v2.wasm")
 for i in 0 1; do
-  [ -f "${versions[$i]}" ] || { say "${versions[$i]} is missing: run make plugins"; exit 1; }
+  [ -f "${versions[$i]}" ] || { log "${versions[$i]} is missing: run make plugins"; exit 1; }
   kubectl -n "$ns" create configmap pre-check --from-file=pre-check.wasm="${versions[$i]}" \
     --dry-run=client -o yaml | kubectl label --local -f - workflow.rxg456.cn/plugin=true -o yaml \
     >"$work/version-$i.yaml"
@@ -43,12 +34,11 @@ for i in 0 1; do
 done
 
 port="$(free_ports 1)"
-"$BIN" run --namespace "$ns" --plugin-namespace "$ns" --http-addr "127.0.0.1:$port" \
-  >"$work/operator.log" 2>&1 &
-operator_pid=$!
-wait_operator_started "$work/operator.log" 20 || { cat "$work/operator.log" >&2; exit 1; }
+start_operator_bg "$BIN" "$work/operator.log" 20 --namespace "$ns" --plugin-namespace "$ns" \
+  --http-addr "127.0.0.1:$port"
 
 now_ms() { date +%s%3N; }
+served() { curl -s "http://127.0.0.1:$port/plugins" | grep -q "$1"; }
 from_start=()
 from_return=()
 for run in $(seq 1 "$RUNS"); do
@@ -57,14 +47,11 @@ for run in $(seq 1 "$RUNS"); do
   t0=$(now_ms)
   kubectl apply --server-side -f "$work/version-$i.yaml" >/dev/null
   t1=$(now_ms)
-  until curl -s "http://127.0.0.1:$port/plugins" | grep -q "$digest"; do
-    sleep 0.005
-    [ $(( $(now_ms) - t0 )) -lt 30000 ] || { say "version $i was not served in 30 s"; exit 1; }
-  done
+  WAIT_INTERVAL=0.005 wait_until 30 "version $i to be served" served "$digest" || exit 1
   t2=$(now_ms)
   from_start+=($((t2 - t0)))
   from_return+=($((t2 - t1)))
-  say "change $run: served $((t2 - t0)) ms after kubectl apply started, $((t2 - t1)) ms after it returned"
+  log "change $run: served $((t2 - t0)) ms after kubectl apply started, $((t2 - t1)) ms after it returned"
 done
 
 stats() { printf '%s\n' "$@" | sort -n | awk '{a[NR]=$1} END {printf "%d / %d / %d ms", a[1], a[int((NR+1)/2)], a[NR]}'; }

@@ -18,7 +18,7 @@ RUNS="${RUNS:-5}"
 PARALLEL="${PARALLEL:-16 100}"
 TARGET_DIR="${CARGO_TARGET_DIR:-$PWD/target}"
 
-say "building the release runner"
+log "building the release runner"
 cargo build -q --release -p workflow-runner
 runner="$TARGET_DIR/release/workflow-runner"
 
@@ -27,12 +27,7 @@ cleanup() { tests/cluster/target-hosts.sh down "$work/hosts" >/dev/null 2>&1 || 
 trap cleanup EXIT
 tests/cluster/target-hosts.sh up "$work/hosts" "$HOSTS" >"$work/hosts.txt"
 # TARGETS targets, round robin over the hosts.
-python3 - "$work/hosts.txt" "$TARGETS" >"$work/targets.json" <<'PY'
-import json, sys
-hosts = [line.split() for line in open(sys.argv[1]) if line.strip()]
-n = int(sys.argv[2])
-print(json.dumps([{"name": f"node-{i}", "ip": hosts[i % len(hosts)][1], "role": "Worker"} for i in range(n)]))
-PY
+python3 scripts/groups.py targets --hosts "$work/hosts.txt" --count "$TARGETS" --prefix node >"$work/targets.json"
 
 printf '\n| %s targets over %s hosts, `true`, %s runs | wall time min / median / max | runner CPU, median | peak RSS |\n|---|---|---|---|\n' \
   "$TARGETS" "$HOSTS" "$RUNS"
@@ -42,17 +37,10 @@ for parallel in $PARALLEL; do
     /usr/bin/env time -f '%e %M %U %S' -o "$work/one" "$runner" --targets-file "$work/targets.json" \
       --key "$work/hosts/ssh-privatekey" --known-hosts "$work/hosts/known_hosts" \
       --termination-log "$work/report" --parallel "$parallel" -- true >/dev/null \
-      || { say "the runner failed:"; cat "$work/report" >&2; exit 1; }
+      || { log "the runner failed:"; cat "$work/report" >&2; exit 1; }
     cat "$work/one" >>"$work/times"
   done
-  python3 - "$work/times" "$parallel" <<'PY'
-import statistics, sys
-rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
-t = [float(r[0]) for r in rows]
-rss = max(int(r[1]) for r in rows) / 1024
-cpu = statistics.median(float(r[2]) + float(r[3]) for r in rows)
-print(f"| `--parallel {sys.argv[2]}` | {min(t):.2f} / {statistics.median(t):.2f} / {max(t):.2f} s | {cpu:.2f} s | {rss:.1f} MiB |")
-PY
+  python3 scripts/bench_report.py runner --times "$work/times" --parallel "$parallel"
 done
 
 # File delivery (--copy): a COPY_MB MiB file (default 64) to 1 target, then to 10 targets on 10
@@ -62,27 +50,15 @@ head -c "$(( COPY_MB * 1024 * 1024 ))" /dev/urandom >"$work/payload"
 printf '\n| `--copy` of %s MiB, %s runs | wall time min / median / max | per target, median | all targets, median | peak RSS |\n|---|---|---|---|---|\n' \
   "$COPY_MB" "$RUNS"
 for count in 1 10; do
-  python3 - "$work/hosts.txt" "$count" >"$work/copy-targets.json" <<'PY'
-import json, sys
-hosts = [line.split() for line in open(sys.argv[1]) if line.strip()]
-print(json.dumps([{"name": f"copy-{i}", "ip": hosts[i][1], "role": "Worker"} for i in range(int(sys.argv[2]))]))
-PY
+  python3 scripts/groups.py targets --hosts "$work/hosts.txt" --count "$count" --prefix copy >"$work/copy-targets.json"
   : >"$work/times"
   for _ in $(seq 1 "$RUNS"); do
     /usr/bin/env time -f '%e %M %U %S' -o "$work/one" "$runner" --targets-file "$work/copy-targets.json" \
       --key "$work/hosts/ssh-privatekey" --known-hosts "$work/hosts/known_hosts" \
       --termination-log "$work/report" --parallel 16 --copy "$work/payload:/var/tmp/bench-copy.bin:0644" \
       -- rm -f /var/tmp/bench-copy.bin >/dev/null \
-      || { say "the runner failed:"; cat "$work/report" >&2; exit 1; }
+      || { log "the runner failed:"; cat "$work/report" >&2; exit 1; }
     cat "$work/one" >>"$work/times"
   done
-  python3 - "$work/times" "$count" "$COPY_MB" <<'PY'
-import statistics, sys
-rows = [line.split() for line in open(sys.argv[1]) if line.strip()]
-t = [float(r[0]) for r in rows]
-rss = max(int(r[1]) for r in rows) / 1024
-n, mb = int(sys.argv[2]), float(sys.argv[3])
-median = statistics.median(t)
-print(f"| {n} target{'s' if n > 1 else ''} | {min(t):.2f} / {median:.2f} / {max(t):.2f} s | {mb / median:.0f} MiB/s | {n * mb / median:.0f} MiB/s | {rss:.1f} MiB |")
-PY
+  python3 scripts/bench_report.py copy --times "$work/times" --targets "$count" --mib "$COPY_MB"
 done

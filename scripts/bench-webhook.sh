@@ -12,36 +12,26 @@ PROFILE="${PROFILE:-release}"
 export KUBECONFIG="${KUBECONFIG_OVERRIDE:-$ROOT/.local-cluster/kubeconfig}"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/$PROFILE/workflow-operator"
-SAY_TAG=bench
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
+LOG_TAG=bench
 
 for t in pre-check setup post-check; do
-  [ -f "$TARGET/plugins/$t.wasm" ] || { say "$TARGET/plugins/$t.wasm is missing: run make plugins"; exit 1; }
+  [ -f "$TARGET/plugins/$t.wasm" ] || { log "$TARGET/plugins/$t.wasm is missing: run make plugins"; exit 1; }
 done
-say "building the $PROFILE operator"
+log "building the $PROFILE operator"
 if [ "$PROFILE" = release ]; then cargo build -q --release -p workflow-operator; else cargo build -q -p workflow-operator; fi
 tests/cluster/cluster.sh up >&2
 install_crds >/dev/null
-
-work="$(mktemp -d)"
-operator_pid=""
-ns="bench-webhook-$$"
-cleanup() {
-  [ -n "$operator_pid" ] && kill "$operator_pid" 2>/dev/null || true
-  kubectl delete namespace "$ns" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$work"
-}
-trap cleanup EXIT
-kubectl create namespace "$ns" >/dev/null
+bench_namespace "bench-webhook-$$"
+ns="$bench_ns"
 
 read -r http_port webhook_port <<<"$(free_ports 2)"
-"$BIN" run --namespace "$ns" --plugin-namespace "$ns" --plugin-dir "$TARGET/plugins" \
-  --http-addr "127.0.0.1:$http_port" --webhook-addr "127.0.0.1:$webhook_port" \
-  --webhook-config-name "" >"$work/operator.log" 2>&1 &
-operator_pid=$!
-wait_operator_started "$work/operator.log" 60 || { cat "$work/operator.log" >&2; exit 1; }
-until grep -q "serving the webhook certificate" "$work/operator.log"; do sleep 0.1; done
+start_operator_bg "$BIN" "$work/operator.log" 60 --namespace "$ns" --plugin-namespace "$ns" \
+  --plugin-dir "$TARGET/plugins" --http-addr "127.0.0.1:$http_port" \
+  --webhook-addr "127.0.0.1:$webhook_port" --webhook-config-name ""
+WAIT_INTERVAL=0.1 wait_until 60 "the webhook's certificate" \
+  grep -q "serving the webhook certificate" "$work/operator.log" || exit 1
 kubectl -n "$ns" get secret workflow-operator-webhook-tls -o jsonpath='{.data.ca\.crt}' | base64 -d >"$work/ca.crt"
 
 echo "admission webhook latency ($PROFILE operator, loopback, $(nproc) CPUs)"

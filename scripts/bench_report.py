@@ -1,19 +1,26 @@
 #!/usr/bin/env python3
-"""The tables of scripts/bench-cluster.sh, from what it measured.
+"""The tables of the benchmarks (scripts/bench-*.sh), from what they measured.
 
-  bench_report.py ours --sample-times FILE --n N ...    our run: one Markdown table, and
-                                                        --json-out for the comparison
+  bench_report.py ours --sample-times FILE --n N ...    bench-cluster.sh, our run: one Markdown
+                                                        table, and --json-out for the comparison
+  bench_report.py contended --n N --targets T ...       bench-cluster.sh, the contended run
   bench_report.py peer --harness argo|tekton --output FILE ...
                                                         a peer harness's run.sh output, as JSON
   bench_report.py side-by-side --ours JSON --peer JSON [--peer JSON ...]
                                                         ours beside each peer run, with ratios
+  bench_report.py real-node --group FILE --hand FILE    bench-real-node.sh: the operator against
+                                                        the same pods run by hand
+  bench_report.py join --results FILE --hosts N         bench-join.sh: time to Ready by step
+  bench_report.py runner --times FILE --parallel P      bench-runner.sh: one row of the fan-out
+  bench_report.py copy --times FILE --targets N --mib M bench-runner.sh: one row of --copy
 
-Run by bench-cluster.sh; `bench_report.py <command> --help` lists the arguments.
+`bench_report.py <command> --help` lists the arguments.
 """
 import argparse
 import json
 import re
 import statistics
+from datetime import datetime
 from collections import Counter
 
 
@@ -323,6 +330,71 @@ def contended(a):
     print(f"| lock Leases left afterwards | {a.locks_left} |")
 
 
+def seconds(path):
+    """The numbers of a file, one a line."""
+    return [float(l) for l in open(path) if l.strip()]
+
+
+def min_median_max(xs, unit, digits=2):
+    return f"{min(xs):.{digits}f} / {statistics.median(xs):.{digits}f} / {max(xs):.{digits}f} {unit}"
+
+
+def real_node(a):
+    """The seed sample on the real node against its five step pods run by hand, run by run."""
+    hand, group = seconds(a.hand), seconds(a.group)
+    diff = [g - h for g, h in zip(group, hand)]
+    print()
+    print(f"| on the real node, {len(hand)} runs each (min / median / max) | |")
+    print("|---|---|")
+    print(f"| the seed sample against 3 target hosts, `kubectl apply` to Completed (5 step pods) | {min_median_max(group, 's')} |")
+    print(f"| its five step pods one after another by hand (`kubectl create`, `kubectl wait`) | {min_median_max(hand, 's')} |")
+    print(f"| the operator's cost: sample minus by hand, run by run | {min_median_max(diff, 's')} |")
+
+
+def join(a):
+    """Hosts joining as Nodes: apply to Completed, each step, the operator's CPU and RSS."""
+    def t(s):
+        return datetime.strptime(s, "%Y-%m-%dT%H:%M:%SZ").timestamp()
+    # "<run> <seconds> <cpu ticks> <ticks per second> <peak RSS KiB> <Workflows JSON>" lines.
+    rows = [line.split() for line in open(a.results) if line.strip()]
+    steps = {}
+    for row in rows:
+        for wf in json.load(open(row[5]))["items"]:
+            for name, d in (wf["status"].get("stepDetails") or {}).items():
+                if d.get("startedAt") and d.get("finishedAt"):
+                    steps.setdefault(f'{wf["spec"]["type"]}/{name}', []).append(t(d["finishedAt"]) - t(d["startedAt"]))
+    took = [float(r[1]) for r in rows]
+    cpu = [int(r[2]) / int(r[3]) for r in rows]
+    rss = [int(r[4]) / 1024 for r in rows]
+    print(f"\n| {a.hosts} hosts join, {len(rows)} runs | min / median / max |\n|---|---|")
+    print(f"| `kubectl apply` to Completed (Nodes Ready, untainted) | {min_median_max(took, 's', 1)} |")
+    for name, v in steps.items():
+        print(f"| step `{name}` (pod start to finish, whole seconds) | {min_median_max(v, 's', 1)} |")
+    print(f"| operator CPU over the run | {min_median_max(cpu, 's', 1)} |")
+    print(f"| operator peak RSS | {min_median_max(rss, 'MiB', 1)} |")
+
+
+def timed_runs(path):
+    """`time -f '%e %M %U %S'` lines: wall seconds, peak RSS in MiB, CPU seconds per run."""
+    rows = [line.split() for line in open(path) if line.strip()]
+    return ([float(r[0]) for r in rows], max(int(r[1]) for r in rows) / 1024,
+            [float(r[2]) + float(r[3]) for r in rows])
+
+
+def runner(a):
+    """One row of the runner's fan-out table."""
+    t, rss, cpu = timed_runs(a.times)
+    print(f"| `--parallel {a.parallel}` | {min_median_max(t, 's')} | {statistics.median(cpu):.2f} s | {rss:.1f} MiB |")
+
+
+def copy(a):
+    """One row of the runner's file delivery table."""
+    t, rss, _ = timed_runs(a.times)
+    n, mb = a.targets, a.mib
+    median = statistics.median(t)
+    print(f"| {n} target{'s' if n > 1 else ''} | {min_median_max(t, 's')} | {mb / median:.0f} MiB/s | {n * mb / median:.0f} MiB/s | {rss:.1f} MiB |")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", required=True)
@@ -376,6 +448,28 @@ def main():
     p.add_argument("--peer", required=True, action="append",
                    help="file: what `peer --json-out` wrote; repeated, one column per peer run, in order")
     p.set_defaults(run=side_by_side)
+
+    p = commands.add_parser("real-node", help="bench-real-node.sh: the sample against its pods run by hand")
+    p.add_argument("--group", required=True, help="file: the sample's apply-to-Completed seconds, one a line")
+    p.add_argument("--hand", required=True, help="file: the five pods' seconds by hand, one run a line")
+    p.set_defaults(run=real_node)
+
+    p = commands.add_parser("join", help="bench-join.sh: hosts joining as Nodes")
+    p.add_argument("--results", required=True,
+                   help="file: '<run> <seconds> <cpu ticks> <ticks per second> <peak RSS KiB> <Workflows JSON file>' lines")
+    p.add_argument("--hosts", type=int, required=True, help="hosts joined per run")
+    p.set_defaults(run=join)
+
+    p = commands.add_parser("runner", help="bench-runner.sh: one row of the fan-out table")
+    p.add_argument("--times", required=True, help="file: `time -f '%%e %%M %%U %%S'` lines, one per run")
+    p.add_argument("--parallel", type=int, required=True, help="the runner's --parallel")
+    p.set_defaults(run=runner)
+
+    p = commands.add_parser("copy", help="bench-runner.sh: one row of the --copy table")
+    p.add_argument("--times", required=True, help="file: `time -f '%%e %%M %%U %%S'` lines, one per run")
+    p.add_argument("--targets", type=int, required=True, help="targets the file went to")
+    p.add_argument("--mib", type=float, required=True, help="the file's size, MiB")
+    p.set_defaults(run=copy)
 
     args = parser.parse_args()
     args.run(args)

@@ -23,6 +23,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT="$PWD"
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 
 IMAGE="${IMAGE:-workflow-operator:dev}"
 OUT="${IMAGE_OUT:-$ROOT/target/image}"
@@ -36,9 +38,6 @@ USER_ID=65532
 name="${IMAGE%:*}"
 tag="${IMAGE##*:}"
 if [ "$name" = "$IMAGE" ] || [[ "$tag" == */* ]]; then name="$IMAGE"; tag=latest; fi
-
-log() { echo "build-image: $*" >&2; }
-die() { log "$*"; exit 1; }
 
 # --- tools -------------------------------------------------------------------------------
 need=()

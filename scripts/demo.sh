@@ -55,12 +55,9 @@ port="$(free_ports 1)"
 nohup "$BIN" run --plugin-dir "$STATE/plugins" --http-addr "127.0.0.1:$port" \
   >"$STATE/logs/operator.log" 2>&1 &
 echo $! >"$STATE/pids/operator.pid"
-for _ in $(seq 1 50); do
-  curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && break
-  sleep 0.2
-done
+wait_until 10 "the operator's /readyz" curl -fsS "http://127.0.0.1:$port/readyz" || true
 echo "operator pid $(cat "$STATE/pids/operator.pid"), loaded plugins:"
-curl -fsS "http://127.0.0.1:$port/plugins" | python3 -c 'import json,sys; [print("  %-12s %-8s sha256:%s" % (t["typeName"], t["version"], t["digest"][:12])) for t in json.load(sys.stdin)["types"]]' || true
+curl -fsS "http://127.0.0.1:$port/plugins" | python3 scripts/show.py plugins || true
 
 step "Applying the seed's sample WorkflowGroup"
 kubectl delete -f "$SAMPLE" --ignore-not-found --wait=true >/dev/null
@@ -95,44 +92,22 @@ hosts_part() {
   echo "    Secret workflow-ssh (the hosts' key and known_hosts), ConfigMap node-scripts (configure.sh),"
   echo "    ServiceAccount workflow-node-joiner with the rights of deploy/join/"
   # The kubelet the real node runs, and the images it imports (the hosts see this machine's files).
-  export DEMO_KUBELET="$(tests/cluster/build.sh --print-bin-dir)/kubelet"
-  DEMO_IMAGES="$(tests/cluster/node.sh images-dir)"
-  export DEMO_IMAGES
+  local kubelet images
+  kubelet="$(tests/cluster/build.sh --print-bin-dir)/kubelet"
+  images="$(tests/cluster/node.sh images-dir)"
   step "kubectl get nodes (before)"
   kubectl get nodes
   # The sample as it is, its targets' addresses rewritten to the hosts, with what setup
   # installs and post-check verifies, and the real node's placement.
-  sample_on_hosts "$SAMPLE" "$hosts/hosts" workflowgroup-sample | python3 -c '
-import json, os, sys
-group = json.load(sys.stdin)
-images = os.environ["DEMO_IMAGES"]
-group["spec"]["params"] = {
-    "setup": {"packages": ["workflow-test-marker"], "scriptFile": "/etc/workflow/scripts/configure.sh",
-              "join": {"kubelet": os.environ["DEMO_KUBELET"], "sandboxImage": "localhost/workflow-pause:1.0",
-                       "images": [images + "/pause.tar", images + "/busybox.tar"],
-                       "nodeLabels": ["workflow.rxg456.cn/joined-by=demo"]}},
-    "post-check": {"packages": ["workflow-test-marker"], "files": ["/etc/node-configured"],
-                   "commands": ["workflow-test-marker"], "nodeReady": True},
-}
-group["spec"]["podTemplates"] = {"setup": {
-    "serviceAccountName": "workflow-node-joiner",
-    "volumes": [{"name": "scripts", "configMap": {"name": "node-scripts"}}],
-    "volumeMounts": [{"name": "scripts", "mountPath": "/etc/workflow/scripts", "readOnly": True}],
-}, "post-check": {"serviceAccountName": "workflow-node-joiner"}}
-json.dump(group, sys.stdout)' >"$hosts/group.json"
-  python3 -c 'import json,sys; g=json.load(open(sys.argv[1])); print("    targets:", ", ".join(t["name"]+" "+t["ip"] for t in g["spec"]["targets"])); print("    params:", json.dumps(g["spec"]["params"]))' "$hosts/group.json"
+  sample_on_hosts "$SAMPLE" "$hosts/hosts" workflowgroup-sample \
+    | python3 scripts/groups.py demo-join --kubelet "$kubelet" --images "$images" >"$hosts/group.json"
+  python3 scripts/show.py group --file "$hosts/group.json"
   local begin
   begin=$(date +%s.%N)
   kubectl -n "$ns" apply -f "$hosts/group.json"
   watch_sample "$ns" "$begin" 900
   step "What each step reported (the Workflows' stepDetails)"
-  kubectl -n "$ns" get wf -o json | python3 -c '
-import json, sys
-for wf in sorted(json.load(sys.stdin)["items"], key=lambda w: w["metadata"]["creationTimestamp"]):
-    for step, detail in (wf.get("status", {}).get("stepDetails") or {}).items():
-        print("  %s/%s:" % (wf["spec"]["type"], step))
-        for line in (detail.get("message") or "").splitlines():
-            print("      " + line)'
+  kubectl -n "$ns" get wf -o json | python3 scripts/show.py steps
   step "On the hosts themselves (tests/cluster/target-hosts.sh exec)"
   local n
   for n in 1 2 3; do

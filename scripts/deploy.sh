@@ -14,7 +14,8 @@
 # no placement.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-KUBECTL="${KUBECTL:-kubectl}"
+# shellcheck source=scripts/lib.sh
+source scripts/lib.sh
 IMG="${IMG:-workflow-operator:dev}"
 
 # name[:tag][@digest], where a registry host may carry a port: the tag follows the last `/`.
@@ -36,8 +37,8 @@ STEP_IMG="${STEP_IMG:-$step_name:${tag:-latest}}"
 real_node="$("$KUBECTL" get nodes -l workflow.rxg456.cn/node=real -o name 2>/dev/null || true)"
 if [ -n "$real_node" ]; then
   archive="target/image/workflow-operator.tar"
-  [ -f "$archive" ] || { echo "deploy: no $archive: run make image first" >&2; exit 1; }
-  [ "$IMG" = workflow-operator:dev ] || { echo "deploy: the local cluster's real node only has workflow-operator:dev (make image)" >&2; exit 1; }
+  [ -f "$archive" ] || die "no $archive: run make image first"
+  [ "$IMG" = workflow-operator:dev ] || die "the local cluster's real node only has workflow-operator:dev (make image)"
   tests/cluster/node.sh import-image "$archive"
   [ ! -f target/image/workflow-step.tar ] || tests/cluster/node.sh import-image target/image/workflow-step.tar
   echo "deploy: the local cluster: the operator's pods go to its real node ($real_node)"
@@ -45,7 +46,7 @@ fi
 
 overlay="$(mktemp -d "${TMPDIR:-/tmp}/workflow-operator-deploy.XXXXXX")"
 trap 'rm -rf "$overlay"' EXIT
-base="$(python3 -c 'import os,sys; print(os.path.relpath(sys.argv[1], sys.argv[2]))' "$PWD/deploy" "$overlay")"
+base="$(realpath --relative-to="$overlay" "$PWD/deploy")"
 {
   echo "apiVersion: kustomize.config.k8s.io/v1beta1"
   echo "kind: Kustomization"

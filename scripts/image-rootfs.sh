@@ -9,6 +9,8 @@
 # tag from IMAGE (default workflow-operator:dev).
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
+# shellcheck source=scripts/lib.sh
+source "$ROOT/scripts/lib.sh"
 
 dir="${1:?usage: $0 DIR (absent or empty; receives DIR/rootfs and DIR/config.json)}"
 IMAGE="${IMAGE:-workflow-operator:dev}"
@@ -16,7 +18,6 @@ layout="${IMAGE_OUT:-$ROOT/target/image}/oci"
 tag="${IMAGE##*:}"
 if [ "$tag" = "$IMAGE" ] || [[ "$tag" == */* ]]; then tag=latest; fi
 
-die() { echo "image-rootfs: $*" >&2; exit 1; }
 command -v umoci >/dev/null 2>&1 || die "umoci is missing (Debian/Ubuntu: apt-get install umoci)"
 [ -f "$layout/index.json" ] || die "no OCI layout at $layout: run make image first"
 if [ -e "$dir" ] && [ -n "$(ls -A "$dir")" ]; then die "$dir is not empty"; fi
@@ -28,7 +29,6 @@ dir="$(cd "$(dirname "$dir")" && pwd)/$(basename "$dir")"
 # in umoci's metadata only.
 umoci unpack --rootless --image "$layout:$tag" "$dir" >&2
 
-# process.args of the runtime configuration are the image's entrypoint then its cmd.
-entrypoint="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["process"]["args"][0])' "$dir/config.json")"
+entrypoint="$(python3 "$ROOT/scripts/show.py" entrypoint --config "$dir/config.json")"
 [ -x "$dir/rootfs$entrypoint" ] || die "entrypoint $entrypoint is not an executable in $dir/rootfs"
 echo "$dir/rootfs$entrypoint"

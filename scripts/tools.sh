@@ -6,6 +6,7 @@
 # target hosts need root anyway).
 #
 #   openssl, python3, curl, bc   the local cluster's certificates, free ports, the demo's timings
+#   gettext-base                 envsubst, which fills the local cluster's configuration files
 #   umoci, skopeo, musl-tools, file, busybox-static
 #                                the container images (make image), built without an engine
 #   containerd, runc, iptables, containernetworking-plugins
@@ -14,10 +15,12 @@
 #                                the target hosts' sshd, and the SSH runner's tests
 #   lua5.1                       the Argo CD health checks, run by the GitOps test
 set -euo pipefail
+# shellcheck source=scripts/lib.sh
+source "$(dirname "$0")/lib.sh"
 
 # command-or-path:package pairs.
 wanted=(
-  openssl:openssl python3:python3 curl:curl bc:bc
+  openssl:openssl python3:python3 curl:curl bc:bc envsubst:gettext-base
   umoci:umoci skopeo:skopeo musl-gcc:musl-tools file:file /bin/busybox:busybox-static
   containerd:containerd runc:runc iptables:iptables /usr/lib/cni/bridge:containernetworking-plugins
   /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client
@@ -32,9 +35,9 @@ done
 [[ ${#missing[@]} -eq 0 ]] && exit 0
 
 if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null 2>&1; then
-  echo "tools.sh: missing ${missing[*]} (Debian package names): install them, e.g. sudo apt-get install ${missing[*]}" >&2
+  log "missing ${missing[*]} (Debian package names): install them, e.g. sudo apt-get install ${missing[*]}"
   exit 0
 fi
-echo "tools.sh: installing ${missing[*]}"
+log "installing ${missing[*]}"
 apt-get update -qq
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

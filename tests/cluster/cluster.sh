@@ -13,6 +13,7 @@
 #   kubeconfig          cluster-admin kubeconfig (client certificate)
 #   logs/<component>.log, pids/<component>.pid, pki/, etcd/, ports.env
 #   kwok-stages.sha256  checksums of the kwok stages (kwok/*.yaml) the running kwok loaded
+# shellcheck disable=SC2034 # fill (scripts/lib.sh) reads the configuration files' variables by name
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -36,95 +37,10 @@ COMPONENTS=(etcd kube-apiserver kube-controller-manager kube-scheduler kwok)
 # kubelet CSRs are approved and signed by the cluster CA, as kubeadm sets them up.
 KCM_CONTROLLERS="resourcequota-controller,job-controller,garbage-collector-controller,ttl-after-finished-controller,namespace-controller,serviceaccount-controller,serviceaccount-token-controller,root-ca-certificate-publisher-controller,replicaset-controller,deployment-controller,cronjob-controller,pod-garbage-collector-controller,clusterrole-aggregation-controller,endpoints-controller,endpointslice-controller,endpointslice-mirroring-controller,disruption-controller,node-lifecycle-controller,taint-eviction-controller,daemonset-controller,statefulset-controller,ttl-controller,bootstrap-signer-controller,token-cleaner-controller,certificatesigningrequest-approving-controller,certificatesigningrequest-signing-controller,certificatesigningrequest-cleaner-controller"
 START_TIMEOUT="${CLUSTER_START_TIMEOUT:-120}"
-
-die() { echo "cluster.sh: error: $*" >&2; exit 1; }
-log() { echo "[cluster] $*"; }
-
-# kubectl (scripts/lib.sh chooses the client) on this cluster, with a short request timeout.
-kc() { KUBECONFIG="${KUBECONFIG_FILE}" KUBECTL_REQUEST_TIMEOUT=10s kubectl "$@"; }
-
-pid_of() {
-  local f="${PIDS}/$1.pid"
-  [[ -f "${f}" ]] || return 1
-  local pid
-  pid="$(cat "${f}" 2>/dev/null || true)"
-  [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
-  echo "${pid}"
-}
-
-# Whether process <pid> exists and has not exited: our processes are re-parented to PID 1,
-# which may take seconds to reap them, and a zombie still answers `kill -0`.
-pid_alive() {
-  local state
-  state="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
-  [[ -n "${state}" && "${state}" != Z* ]]
-}
-
-is_running() {
-  local pid
-  pid="$(pid_of "$1")" || return 1
-  kill -0 "${pid}" 2>/dev/null || return 1
-  # Guard against pid reuse: the process must still be ours (its command line
-  # mentions the state directory). While it execs (start's shell becoming the component)
-  # its command line reads empty for a moment: alive, not someone else's.
-  local cmdline
-  cmdline="$(tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null)"
-  [[ -z "${cmdline}" ]] && pid_alive "${pid}" && return 0
-  grep -qF "${STATE_DIR}" <<<"${cmdline}"
-}
-
-show_log_tail() {
-  local c="$1"
-  if [[ -f "${LOGS}/${c}.log" ]]; then
-    echo "----- last 40 lines of ${LOGS}/${c}.log -----" >&2
-    tail -n 40 "${LOGS}/${c}.log" >&2
-    echo "-----" >&2
-  fi
-}
-
-fail_start() {
-  local msg="$1" c
-  echo "cluster.sh: error: ${msg}" >&2
-  for c in "${COMPONENTS[@]}"; do
-    if [[ -f "${PIDS}/${c}.pid" ]] && ! is_running "${c}"; then
-      echo "cluster.sh: ${c} is not running" >&2
-      show_log_tail "${c}"
-    fi
-  done
-  echo "cluster.sh: logs are in ${LOGS}; run '$0 down' to clean up" >&2
-  exit 1
-}
-
-# start <component> <binary> args... : runs in its own session, detached from our
-# stdin/stdout, logging to logs/<component>.log; the pid is written by the process itself.
-start() {
-  local c="$1"; shift
-  local pidfile="${PIDS}/${c}.pid"
-  rm -f "${pidfile}"
-  setsid bash -c 'echo $$ > "$0"; exec "$@"' "${pidfile}" "$@" \
-    </dev/null >>"${LOGS}/${c}.log" 2>&1 9>&- &
-  local i
-  for i in $(seq 1 50); do
-    [[ -s "${pidfile}" ]] && return 0
-    sleep 0.1
-  done
-  fail_start "${c} did not start"
-}
-
-wait_until() {
-  # wait_until <description> <timeout-seconds> <component-to-watch> <command...>
-  local what="$1" timeout="$2" watch="$3"; shift 3
-  local deadline=$(( $(date +%s) + timeout ))
-  until "$@" >/dev/null 2>&1; do
-    if [[ -n "${watch}" ]] && ! is_running "${watch}"; then
-      fail_start "${watch} exited while waiting for ${what}"
-    fi
-    if (( $(date +%s) >= deadline )); then
-      fail_start "timed out after ${timeout}s waiting for ${what}"
-    fi
-    sleep 0.3
-  done
-}
+# The daemons (scripts/lib.sh): ours name the state directory on their command lines.
+DAEMON_MARK="${STATE_DIR}"
+DAEMONS=("${COMPONENTS[@]}")
+LOG_FD=1
 
 gen_pki() {
   local advertise="$1" san=""
@@ -140,23 +56,15 @@ gen_pki() {
     # kube-apiserver serving certificate.
     openssl req -newkey rsa:2048 -nodes -keyout apiserver.key -out apiserver.csr \
       -subj "/CN=kube-apiserver" 2>/dev/null
-    cat > apiserver.ext <<EXT
-basicConstraints=CA:FALSE
-keyUsage=critical,digitalSignature,keyEncipherment
-extendedKeyUsage=serverAuth
-subjectAltName=IP:127.0.0.1,IP:10.96.0.1${san},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local
-EXT
+    SUBJECT_ALT_NAMES="IP:127.0.0.1,IP:10.96.0.1${san},DNS:localhost,DNS:kubernetes,DNS:kubernetes.default,DNS:kubernetes.default.svc,DNS:kubernetes.default.svc.cluster.local" \
+      fill "${HERE}/control-plane/serving.ext" SUBJECT_ALT_NAMES > apiserver.ext
     openssl x509 -req -in apiserver.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
       -days 3650 -sha256 -extfile apiserver.ext -out apiserver.crt 2>/dev/null
 
     # cluster-admin client certificate (group system:masters).
     openssl req -newkey rsa:2048 -nodes -keyout admin.key -out admin.csr \
       -subj "/O=system:masters/CN=workflow-admin" 2>/dev/null
-    cat > client.ext <<'EXT'
-basicConstraints=CA:FALSE
-keyUsage=critical,digitalSignature,keyEncipherment
-extendedKeyUsage=clientAuth
-EXT
+    cp "${HERE}/control-plane/client.ext" client.ext
     openssl x509 -req -in admin.csr -CA ca.crt -CAkey ca.key -CAcreateserial \
       -days 3650 -sha256 -extfile client.ext -out admin.crt 2>/dev/null
 
@@ -174,37 +82,18 @@ EXT
   )
 }
 
+# write_kubeconfig <port>: the cluster-admin kubeconfig, its certificates inline.
 write_kubeconfig() {
-  local port="$1" b64
-  b64() { base64 -w0 < "$1"; }
-  cat > "${KUBECONFIG_FILE}.tmp" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: workflow-local
-  cluster:
-    server: https://127.0.0.1:${port}
-    certificate-authority-data: $(b64 "${PKI}/ca.crt")
-users:
-- name: workflow-admin
-  user:
-    client-certificate-data: $(b64 "${PKI}/admin.crt")
-    client-key-data: $(b64 "${PKI}/admin.key")
-contexts:
-- name: workflow-local
-  context:
-    cluster: workflow-local
-    user: workflow-admin
-current-context: workflow-local
-EOF
+  local APISERVER_PORT="$1" CA_DATA CERT_DATA KEY_DATA
+  CA_DATA="$(base64 -w0 < "${PKI}/ca.crt")"
+  CERT_DATA="$(base64 -w0 < "${PKI}/admin.crt")"
+  KEY_DATA="$(base64 -w0 < "${PKI}/admin.key")"
+  fill "${HERE}/control-plane/kubeconfig.yaml" APISERVER_PORT CA_DATA CERT_DATA KEY_DATA > "${KUBECONFIG_FILE}.tmp"
   chmod 600 "${KUBECONFIG_FILE}.tmp"
   mv "${KUBECONFIG_FILE}.tmp" "${KUBECONFIG_FILE}"
 }
 
-node_ready() {
-  [[ "$(kc get node "${NODE_NAME}" \
-      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == "True" ]]
-}
+kwok_node_ready() { node_ready "${NODE_NAME}"; }
 
 default_sa_exists() { kc -n default get serviceaccount default; }
 
@@ -217,42 +106,7 @@ all_healthy() {
   done
   [[ -f "${KUBECONFIG_FILE}" ]] || return 1
   readyz >/dev/null 2>&1 || return 1
-  node_ready
-}
-
-# stop_components [quiet] [kill] <component>... : TERM each running one (KILL with `kill`),
-# KILL what ignores TERM for 15 s, and wait until they are gone.
-stop_components() {
-  local quiet="" signal=TERM c pid pids=()
-  while [[ "${1:-}" == quiet || "${1:-}" == kill ]]; do
-    if [[ "$1" == quiet ]]; then quiet=1; else signal=KILL; fi
-    shift
-  done
-  for c in "$@"; do
-    if is_running "${c}"; then
-      pid="$(pid_of "${c}")"
-      [[ -n "${quiet}" ]] || log "stopping ${c} (pid ${pid}, SIG${signal})"
-      kill "-${signal}" "${pid}" 2>/dev/null || true
-      pids+=("${pid}")
-    fi
-  done
-  local deadline=$(( $(date +%s) + 15 )) alive
-  while :; do
-    alive=()
-    for pid in "${pids[@]+"${pids[@]}"}"; do
-      pid_alive "${pid}" && alive+=("${pid}")
-    done
-    (( ${#alive[@]} == 0 )) && break
-    if (( $(date +%s) >= deadline )); then
-      for pid in "${alive[@]}"; do
-        log "pid ${pid} ignored TERM, sending KILL"
-        kill -KILL "${pid}" 2>/dev/null || true
-      done
-      sleep 0.5
-      break
-    fi
-    sleep 0.2
-  done
+  kwok_node_ready
 }
 
 stop_all() {
@@ -264,7 +118,7 @@ stop_all() {
   "${HERE}/node.sh" down
   local order=(operator) i
   for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do order+=("${COMPONENTS[$i]}"); done
-  stop_components ${1:+"$1"} "${order[@]}"
+  stop_daemons ${1:+"$1"} "${order[@]}"
 }
 
 cmd_down() {
@@ -295,7 +149,7 @@ cmd_status() {
   else
     echo "  apiserver /readyz        NOT ok"; rc=1
   fi
-  if [[ -f "${KUBECONFIG_FILE}" ]] && node_ready; then
+  if [[ -f "${KUBECONFIG_FILE}" ]] && kwok_node_ready; then
     echo "  node ${NODE_NAME}        Ready"
   else
     echo "  node ${NODE_NAME}        NOT Ready"; rc=1
@@ -317,7 +171,7 @@ load_ports() {
 start_etcd() {
   local bin="$1"
   log "starting etcd on 127.0.0.1:${ETCD_CLIENT_PORT}"
-  start etcd "${bin}/etcd" \
+  start_daemon etcd "${bin}/etcd" \
     --name=default \
     --data-dir="${STATE_DIR}/etcd" \
     --listen-client-urls="http://127.0.0.1:${ETCD_CLIENT_PORT}" \
@@ -327,8 +181,8 @@ start_etcd() {
     --initial-cluster="default=http://127.0.0.1:${ETCD_PEER_PORT}" \
     --unsafe-no-fsync=true \
     --log-level=warn
-  wait_until "etcd health" 30 etcd \
-    curl -sf --max-time 2 "http://127.0.0.1:${ETCD_CLIENT_PORT}/health"
+  wait_until --watch etcd 30 "etcd health" \
+    curl -sf --max-time 2 "http://127.0.0.1:${ETCD_CLIENT_PORT}/health" || fail_start
 }
 
 # start_apiserver <bin-dir>: kube-apiserver on APISERVER_PORT; returns once /readyz is ok.
@@ -342,7 +196,7 @@ start_apiserver() {
   local bin="$1" advertise="${APISERVER_ADVERTISE:-127.0.0.1}" bind=127.0.0.1 reconciler=none
   if [[ "${advertise}" != 127.0.0.1 ]]; then bind=0.0.0.0 reconciler=lease; fi
   log "starting kube-apiserver on ${bind}:${APISERVER_PORT} (advertised as ${advertise})"
-  start kube-apiserver "${bin}/kube-apiserver" \
+  start_daemon kube-apiserver "${bin}/kube-apiserver" \
     --advertise-address="${advertise}" \
     --bind-address="${bind}" \
     --secure-port="${APISERVER_PORT}" \
@@ -366,7 +220,7 @@ start_apiserver() {
     --allow-privileged=true \
     --profiling=false \
     --v=1
-  wait_until "kube-apiserver /readyz" "${START_TIMEOUT}" kube-apiserver readyz
+  wait_until --watch kube-apiserver "${START_TIMEOUT}" "kube-apiserver /readyz" readyz || fail_start
 }
 
 cmd_up() {
@@ -385,6 +239,7 @@ cmd_up() {
   command -v "${KUBECTL}" >/dev/null 2>&1 || die "kubectl not found (${KUBECTL}); set KUBECTL=/path/to/kubectl"
   command -v openssl >/dev/null 2>&1 || die "openssl not found on PATH"
   command -v python3 >/dev/null 2>&1 || die "python3 not found on PATH (used to pick free ports)"
+  command -v envsubst >/dev/null 2>&1 || die "envsubst not found on PATH (Debian package gettext-base; fills the configuration files)"
 
   "${HERE}/build.sh"
   local BIN; BIN="$("${HERE}/build.sh" --print-bin-dir)"
@@ -398,20 +253,16 @@ cmd_up() {
 
   local ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT
   read -r ETCD_CLIENT_PORT ETCD_PEER_PORT APISERVER_PORT KWOK_PORT <<<"$(free_ports 4)"
-  cat > "${PORTS_FILE}" <<EOF
-ETCD_CLIENT_PORT=${ETCD_CLIENT_PORT}
-ETCD_PEER_PORT=${ETCD_PEER_PORT}
-APISERVER_PORT=${APISERVER_PORT}
-KWOK_PORT=${KWOK_PORT}
-APISERVER_ADVERTISE=${APISERVER_ADVERTISE}
-EOF
+  printf '%s\n' "ETCD_CLIENT_PORT=${ETCD_CLIENT_PORT}" "ETCD_PEER_PORT=${ETCD_PEER_PORT}" \
+    "APISERVER_PORT=${APISERVER_PORT}" "KWOK_PORT=${KWOK_PORT}" \
+    "APISERVER_ADVERTISE=${APISERVER_ADVERTISE}" > "${PORTS_FILE}"
   write_kubeconfig "${APISERVER_PORT}"
 
   start_etcd "${BIN}"
   start_apiserver "${BIN}"
 
   log "starting kube-controller-manager"
-  start kube-controller-manager "${BIN}/kube-controller-manager" \
+  start_daemon kube-controller-manager "${BIN}/kube-controller-manager" \
     --kubeconfig="${KUBECONFIG_FILE}" \
     --authentication-kubeconfig="${KUBECONFIG_FILE}" \
     --authorization-kubeconfig="${KUBECONFIG_FILE}" \
@@ -429,7 +280,7 @@ EOF
     --v=1
 
   log "starting kube-scheduler"
-  start kube-scheduler "${BIN}/kube-scheduler" \
+  start_daemon kube-scheduler "${BIN}/kube-scheduler" \
     --kubeconfig="${KUBECONFIG_FILE}" \
     --authentication-kubeconfig="${KUBECONFIG_FILE}" \
     --authorization-kubeconfig="${KUBECONFIG_FILE}" \
@@ -447,7 +298,7 @@ EOF
   # kwok reads its stages only here, at start: their checksums, so that a script can tell
   # whether the running kwok knows the stages of its own checkout (scripts/bench-cluster.sh).
   (cd "${HERE}/kwok" && sha256sum -- *.yaml) > "${KWOK_STAGES_FILE}"
-  start kwok "${BIN}/kwok" \
+  start_daemon kwok "${BIN}/kwok" \
     --kubeconfig="${KUBECONFIG_FILE}" \
     --manage-all-nodes=false \
     --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake \
@@ -457,31 +308,16 @@ EOF
     "${kwok_configs[@]}"
 
   log "registering node ${NODE_NAME}"
-  kc apply -f - >/dev/null <<EOF || fail_start "could not create node ${NODE_NAME}"
-apiVersion: v1
-kind: Node
-metadata:
-  name: ${NODE_NAME}
-  annotations:
-    kwok.x-k8s.io/node: fake
-    node.alpha.kubernetes.io/ttl: "0"
-  labels:
-    kubernetes.io/arch: amd64
-    kubernetes.io/hostname: ${NODE_NAME}
-    kubernetes.io/os: linux
-    kubernetes.io/role: agent
-    node-role.kubernetes.io/agent: ""
-    type: kwok
-spec: {}
-EOF
-  wait_until "node ${NODE_NAME} to become Ready" "${START_TIMEOUT}" kwok node_ready
+  fill "${HERE}/control-plane/kwok-node.yaml" NODE_NAME | kc apply -f - >/dev/null \
+    || fail_start "could not create node ${NODE_NAME}"
+  wait_until --watch kwok "${START_TIMEOUT}" "node ${NODE_NAME} to become Ready" kwok_node_ready || fail_start
   # The apiserver runs without the TaintNodesByCondition admission plugin, so a new Node is
   # not tainted not-ready until the node lifecycle controller's first look (it taints and
   # untaints by the Ready condition from then on): the node is usable at once. Check it.
   local taints
   taints="$(kc get node "${NODE_NAME}" -o 'jsonpath={.spec.taints}')"
   [[ -z "${taints}" ]] || fail_start "node ${NODE_NAME} unexpectedly has taints: ${taints}"
-  wait_until "the default ServiceAccount" "${START_TIMEOUT}" kube-controller-manager default_sa_exists
+  wait_until --watch kube-controller-manager "${START_TIMEOUT}" "the default ServiceAccount" default_sa_exists || fail_start
 
   local c
   for c in "${COMPONENTS[@]}"; do
@@ -509,29 +345,21 @@ cmd_restart() {
   load_ports
   local BIN; BIN="$("${HERE}/build.sh" --print-bin-dir)"
   local t0; t0=$(date +%s%N)
-  stop_components ${how:+"${how}"} "${c}"
+  stop_daemons ${how:+"${how}"} "${c}"
   "${starter}" "${BIN}"
   # After etcd the apiserver reconnects on its own: the restart is over once it serves again.
-  wait_until "kube-apiserver /readyz" "${START_TIMEOUT}" kube-apiserver readyz
+  wait_until --watch kube-apiserver "${START_TIMEOUT}" "kube-apiserver /readyz" readyz || fail_start
   log "${c} restarted in $(( ($(date +%s%N) - t0) / 1000000 )) ms"
 }
 
-# Serialise concurrent up/down/restarts (e.g. two `cargo test` runs starting at once). The lock
-# lives outside the state directory, which `down` removes.
-take_lock() {
-  local lock
-  lock="${TMPDIR:-/tmp}/workflow-operator-cluster-$(printf '%s' "${STATE_DIR}" | md5sum | cut -c1-16).lock"
-  exec 9>"${lock}"
-  if ! flock -w 600 9; then
-    die "another cluster.sh is still running after 600s (lock ${lock})"
-  fi
-}
+# Serialise concurrent up/down/restarts (e.g. two `cargo test` runs starting at once) on
+# descriptor 9; node.sh, which cluster.sh calls while holding it, locks on 8.
 
 case "${1:-}" in
-  up) take_lock; cmd_up ;;
-  down) take_lock; cmd_down ;;
+  up) take_lock 9; cmd_up ;;
+  down) take_lock 9; cmd_down ;;
   status) cmd_status ;;
-  restart-apiserver) take_lock; cmd_restart kube-apiserver start_apiserver "${2:-}" ;;
-  restart-etcd) take_lock; cmd_restart etcd start_etcd "${2:-}" ;;
+  restart-apiserver) take_lock 9; cmd_restart kube-apiserver start_apiserver "${2:-}" ;;
+  restart-etcd) take_lock 9; cmd_restart etcd start_etcd "${2:-}" ;;
   *) echo "usage: $0 up|down|status|restart-apiserver [--kill]|restart-etcd [--kill]" >&2; exit 2 ;;
 esac

@@ -27,6 +27,7 @@
 # kube-proxy owns the host's KUBE-* chains: one runs per host. The node of a second cluster on
 # the same host runs pods, but without a kube-proxy (and so without in-cluster clients) while
 # another cluster's kube-proxy runs.
+# shellcheck disable=SC2034 # fill (scripts/lib.sh) reads the configuration files' variables by name
 set -euo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -74,41 +75,17 @@ CGROUP_ROOT="workflow-node-${ID}"
 BRIDGE="wfnode${ID}"
 CONTAINERD_SOCK="${NODE_DIR}/containerd/containerd.sock"
 POD_LOGS="${NODE_DIR}/pod-logs"
+# The daemons (scripts/lib.sh): ours name the node directory on their command lines; a failed
+# start shows the end of every one's log.
+DAEMON_MARK="${NODE_DIR}"
+DAEMONS=(containerd kubelet kube-proxy)
+FAIL_LOGS=all
+LOG_FD=1
 
-die() { echo "node.sh: error: $*" >&2; exit 1; }
-log() { echo "[node] $*"; }
-
-# kubectl (scripts/lib.sh chooses the client) on this cluster, with a short request timeout.
-kc() { KUBECONFIG="${KUBECONFIG_FILE}" KUBECTL_REQUEST_TIMEOUT=10s kubectl "$@"; }
 ctr_() { ctr --address "${CONTAINERD_SOCK}" "$@"; }
 
 # ------------------------------------------------------------------------------ processes
 
-pid_of() {
-  local f="${PIDS}/$1.pid" pid
-  [[ -f "${f}" ]] || return 1
-  pid="$(cat "${f}" 2>/dev/null || true)"
-  [[ "${pid}" =~ ^[0-9]+$ ]] || return 1
-  echo "${pid}"
-}
-
-# Running and ours: the command line names the node directory (guards against pid reuse).
-# While the process execs (start's shell becoming the component) its command line reads empty
-# for a moment: alive, not someone else's.
-is_running() {
-  local pid cmdline
-  pid="$(pid_of "$1")" || return 1
-  kill -0 "${pid}" 2>/dev/null || return 1
-  cmdline="$(tr '\0' ' ' < "/proc/${pid}/cmdline" 2>/dev/null)"
-  [[ -z "${cmdline}" ]] && pid_alive "${pid}" && return 0
-  grep -qF "${NODE_DIR}" <<<"${cmdline}"
-}
-
-pid_alive() {
-  local state
-  state="$(ps -o stat= -p "$1" 2>/dev/null)" || return 1
-  [[ -n "${state}" && "${state}" != Z* ]]
-}
 
 # Whether another cluster's kubelet runs on this host (ours, stopped, may linger as a zombie).
 other_kubelet_running() {
@@ -161,70 +138,6 @@ kube_proxy_chains() {
   done | sed 's/^://' | sort -u
 }
 
-show_log_tail() {
-  if [[ -f "${LOGS}/$1.log" ]]; then
-    echo "----- last 40 lines of ${LOGS}/$1.log -----" >&2
-    tail -n 40 "${LOGS}/$1.log" >&2
-    echo "-----" >&2
-  fi
-}
-
-fail_start() {
-  echo "node.sh: error: $1" >&2
-  local c
-  for c in containerd kubelet kube-proxy; do
-    [[ -f "${PIDS}/${c}.pid" ]] && ! is_running "${c}" && echo "node.sh: ${c} is not running" >&2
-    show_log_tail "${c}"
-  done
-  echo "node.sh: run '$0 down' to clean up" >&2
-  exit 1
-}
-
-# start <name> <command...>: in its own session, logging to logs/<name>.log, with none of the
-# callers' lock descriptors.
-start() {
-  local c="$1"; shift
-  local pidfile="${PIDS}/${c}.pid" i
-  rm -f "${pidfile}"
-  setsid bash -c 'echo $$ > "$0"; exec "$@"' "${pidfile}" "$@" \
-    </dev/null >>"${LOGS}/${c}.log" 2>&1 8>&- 9>&- &
-  for i in $(seq 1 50); do
-    [[ -s "${pidfile}" ]] && return 0
-    sleep 0.1
-  done
-  fail_start "${c} did not start"
-}
-
-wait_until() {
-  # wait_until <description> <timeout-seconds> <process-to-watch> <command...>
-  local what="$1" timeout="$2" watch="$3"; shift 3
-  local deadline=$(( $(date +%s) + timeout ))
-  until "$@" >/dev/null 2>&1; do
-    is_running "${watch}" || fail_start "${watch} exited while waiting for ${what}"
-    (( $(date +%s) < deadline )) || fail_start "timed out after ${timeout}s waiting for ${what}"
-    sleep 0.2
-  done
-}
-
-# stop <name>: SIGTERM, SIGKILL after 15 s; returns once it is gone.
-stop() {
-  local c="$1" pid
-  is_running "${c}" || return 0
-  pid="$(pid_of "${c}")"
-  log "stopping ${c} (pid ${pid})"
-  kill -TERM "${pid}" 2>/dev/null || true
-  local deadline=$(( $(date +%s) + 15 ))
-  while pid_alive "${pid}"; do
-    if (( $(date +%s) >= deadline )); then
-      log "${c} ignored TERM, sending KILL"
-      kill -KILL "${pid}" 2>/dev/null || true
-      sleep 0.5
-      break
-    fi
-    sleep 0.1
-  done
-  rm -f "${PIDS}/${c}.pid"
-}
 
 # Pids of the node's daemons and containerd's shims (their command lines name the node's
 # configuration or containerd's socket), whatever the pid files say.
@@ -352,6 +265,7 @@ ensure_packages() {
   command -v musl-gcc >/dev/null 2>&1 || need+=(musl-tools)
   command -v iptables >/dev/null 2>&1 || need+=(iptables)
   command -v file >/dev/null 2>&1 || need+=(file)
+  command -v envsubst >/dev/null 2>&1 || need+=(gettext-base)
   (( ${#need[@]} == 0 )) && return 0
   command -v apt-get >/dev/null 2>&1 || die "missing ${need[*]} (Debian package names): install them"
   log "installing ${need[*]}"
@@ -382,12 +296,17 @@ pod_subnet() {
   echo "10.244.${n}.0/24"
 }
 
-# sign <name> <subject> <extensions>: a key and a certificate signed by the cluster's CA.
+# sign <name> <subject> [<subject alternative names>]: a key and a certificate signed by the
+# cluster's CA, for a client, or for a server with those names.
 sign() {
-  local name="$1" subject="$2" ext="$3" dir="${NODE_DIR}/pki"
+  local name="$1" subject="$2" SUBJECT_ALT_NAMES="${3:-}" dir="${NODE_DIR}/pki"
   openssl req -newkey rsa:2048 -nodes -keyout "${dir}/${name}.key" -out "${dir}/${name}.csr" \
     -subj "${subject}" 2>/dev/null
-  printf '%s\n' "${ext}" > "${dir}/${name}.ext"
+  if [[ -n "${SUBJECT_ALT_NAMES}" ]]; then
+    fill "${HERE}/control-plane/serving.ext" SUBJECT_ALT_NAMES > "${dir}/${name}.ext"
+  else
+    cp "${HERE}/control-plane/client.ext" "${dir}/${name}.ext"
+  fi
   openssl x509 -req -in "${dir}/${name}.csr" -CA "${PKI}/ca.crt" -CAkey "${PKI}/ca.key" \
     -CAcreateserial -days 3650 -sha256 -extfile "${dir}/${name}.ext" -out "${dir}/${name}.crt" 2>/dev/null
   rm -f "${dir}/${name}.csr" "${dir}/${name}.ext"
@@ -397,39 +316,18 @@ sign() {
 write_pki() {
   local ip="$1"
   mkdir -p "${NODE_DIR}/pki"
-  sign kubelet-client "/O=system:nodes/CN=system:node:${NODE_NAME}" \
-    "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth)"
-  sign kubelet-serving "/O=system:nodes/CN=system:node:${NODE_NAME}" \
-    "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=serverAuth "subjectAltName=IP:${ip},DNS:${NODE_NAME}")"
+  sign kubelet-client "/O=system:nodes/CN=system:node:${NODE_NAME}"
+  sign kubelet-serving "/O=system:nodes/CN=system:node:${NODE_NAME}" "IP:${ip},DNS:${NODE_NAME}"
   write_client_kubeconfig "${NODE_DIR}/kubelet/kubeconfig" "${NODE_NAME}" kubelet-client
 }
 
 # write_client_kubeconfig <path> <user> <certificate name>: a kubeconfig for the cluster's API
 # server with the client certificate <certificate name> that `sign` made.
 write_client_kubeconfig() {
-  local path="$1" user="$2" cert="$3" server
-  server="$(sed -n 's/^ *server: //p' "${KUBECONFIG_FILE}")"
-  [[ -n "${server}" ]] || die "no server in ${KUBECONFIG_FILE}"
-  cat > "${path}" <<EOF
-apiVersion: v1
-kind: Config
-clusters:
-- name: workflow-local
-  cluster:
-    server: ${server}
-    certificate-authority: ${PKI}/ca.crt
-users:
-- name: ${user}
-  user:
-    client-certificate: ${NODE_DIR}/pki/${cert}.crt
-    client-key: ${NODE_DIR}/pki/${cert}.key
-contexts:
-- name: workflow-local
-  context:
-    cluster: workflow-local
-    user: ${user}
-current-context: workflow-local
-EOF
+  local path="$1" USER_NAME="$2" CERT="$3" SERVER
+  SERVER="$(sed -n 's/^ *server: //p' "${KUBECONFIG_FILE}")"
+  [[ -n "${SERVER}" ]] || die "no server in ${KUBECONFIG_FILE}"
+  fill "${HERE}/node/kubeconfig.yaml" SERVER PKI USER_NAME NODE_DIR CERT > "${path}"
   chmod 600 "${path}"
 }
 
@@ -437,31 +335,14 @@ EOF
 # configuration: iptables mode; it leaves the host's conntrack limits and timeouts and
 # route_localnet as they are, and serves health and metrics on loopback only.
 write_kube_proxy_config() {
-  local subnet="$1" healthz_port metrics_port
+  local POD_SUBNET="$1" HEALTHZ_PORT METRICS_PORT
   mkdir -p "${NODE_DIR}/kube-proxy"
-  sign kube-proxy "/CN=system:kube-proxy" \
-    "$(printf '%s\n' basicConstraints=CA:FALSE keyUsage=critical,digitalSignature,keyEncipherment extendedKeyUsage=clientAuth)"
-  read -r healthz_port metrics_port <<<"$(free_ports 2)"
+  sign kube-proxy "/CN=system:kube-proxy"
+  read -r HEALTHZ_PORT METRICS_PORT <<<"$(free_ports 2)"
   write_client_kubeconfig "${NODE_DIR}/kube-proxy/kubeconfig" kube-proxy kube-proxy
-  cat > "${NODE_DIR}/kube-proxy/config.yaml" <<EOF
-apiVersion: kubeproxy.config.k8s.io/v1alpha1
-kind: KubeProxyConfiguration
-clientConnection:
-  kubeconfig: ${NODE_DIR}/kube-proxy/kubeconfig
-hostnameOverride: ${NODE_NAME}
-mode: iptables
-clusterCIDR: ${subnet}
-healthzBindAddress: 127.0.0.1:${healthz_port}
-metricsBindAddress: 127.0.0.1:${metrics_port}
-iptables:
-  localhostNodePorts: false
-conntrack:
-  maxPerCore: 0
-  min: 0
-  tcpEstablishedTimeout: 0s
-  tcpCloseWaitTimeout: 0s
-EOF
-  echo "KUBE_PROXY_HEALTHZ=127.0.0.1:${healthz_port}" >> "${NODE_ENV}"
+  fill "${HERE}/node/kube-proxy.yaml" NODE_DIR NODE_NAME POD_SUBNET HEALTHZ_PORT METRICS_PORT \
+    > "${NODE_DIR}/kube-proxy/config.yaml"
+  echo "KUBE_PROXY_HEALTHZ=127.0.0.1:${HEALTHZ_PORT}" >> "${NODE_ENV}"
 }
 
 # Whether kube-proxy has written the `kubernetes` Service's rules.
@@ -472,121 +353,24 @@ kube_proxy_synced() {
 }
 
 write_cni_config() {
-  local subnet="$1"
+  local POD_SUBNET="$1"
   mkdir -p "${NODE_DIR}/cni/net.d" "${NODE_DIR}/cni/ipam"
   # No ipMasq: pods talk to this host only, and no iptables rule is written.
-  cat > "${NODE_DIR}/cni/net.d/10-workflow.conflist" <<EOF
-{
-  "cniVersion": "1.0.0",
-  "name": "workflow-${ID}",
-  "plugins": [
-    {
-      "type": "bridge",
-      "bridge": "${BRIDGE}",
-      "isGateway": true,
-      "ipMasq": false,
-      "hairpinMode": true,
-      "ipam": {
-        "type": "host-local",
-        "ranges": [[{ "subnet": "${subnet}" }]],
-        "routes": [{ "dst": "0.0.0.0/0" }],
-        "dataDir": "${NODE_DIR}/cni/ipam"
-      }
-    }
-  ]
-}
-EOF
+  fill "${HERE}/node/cni.conflist" ID BRIDGE POD_SUBNET NODE_DIR > "${NODE_DIR}/cni/net.d/10-workflow.conflist"
 }
 
 write_containerd_config() {
-  local c="${NODE_DIR}/containerd"
+  local c="${NODE_DIR}/containerd" RUNC
+  RUNC="$(command -v runc)"
   mkdir -p "${c}/root" "${c}/state" "${c}/opt" "${NODE_DIR}/runc"
-  cat > "${c}/config.toml" <<EOF
-# containerd for the local cluster's real node (tests/cluster/node.sh).
-version = 2
-root = "${c}/root"
-state = "${c}/state"
-disabled_plugins = ["io.containerd.snapshotter.v1.aufs",
-  "io.containerd.snapshotter.v1.btrfs", "io.containerd.snapshotter.v1.devmapper",
-  "io.containerd.snapshotter.v1.zfs", "io.containerd.tracing.processor.v1.otlp"]
-
-[grpc]
-  address = "${CONTAINERD_SOCK}"
-
-[plugins."io.containerd.internal.v1.opt"]
-  path = "${c}/opt"
-
-[plugins."io.containerd.grpc.v1.cri"]
-  sandbox_image = "${PAUSE_IMAGE}"
-  # Without CAP_SYS_RESOURCE a container's oom_score_adj cannot go below containerd's own:
-  # every sandbox would fail with "can't get final child's PID from pipe: EOF".
-  restrict_oom_score_adj = true
-  stream_server_address = "127.0.0.1"
-  stream_server_port = "0"
-  enable_selinux = false
-
-  [plugins."io.containerd.grpc.v1.cri".cni]
-    bin_dir = "${CNI_BIN_DIR}"
-    conf_dir = "${NODE_DIR}/cni/net.d"
-    max_conf_num = 1
-
-  [plugins."io.containerd.grpc.v1.cri".containerd]
-    snapshotter = "overlayfs"
-    default_runtime_name = "runc"
-
-    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
-      runtime_type = "io.containerd.runc.v2"
-
-      [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
-        BinaryName = "$(command -v runc)"
-        Root = "${NODE_DIR}/runc"
-        SystemdCgroup = false
-EOF
+  fill "${HERE}/node/containerd.toml" NODE_DIR CONTAINERD_SOCK PAUSE_IMAGE CNI_BIN_DIR RUNC > "${c}/config.toml"
 }
 
 write_kubelet_config() {
-  local ip="$1" port="$2" healthz_port="$3"
+  local NODE_IP="$1" KUBELET_PORT="$2" KUBELET_HEALTHZ_PORT="$3"
   mkdir -p "${NODE_DIR}/kubelet/root" "${NODE_DIR}/volume-plugins" "${POD_LOGS}"
-  cat > "${NODE_DIR}/kubelet/config.yaml" <<EOF
-apiVersion: kubelet.config.k8s.io/v1beta1
-kind: KubeletConfiguration
-address: ${ip}
-port: ${port}
-readOnlyPort: 0
-healthzBindAddress: 127.0.0.1
-healthzPort: ${healthz_port}
-tlsCertFile: ${NODE_DIR}/pki/kubelet-serving.crt
-tlsPrivateKeyFile: ${NODE_DIR}/pki/kubelet-serving.key
-authentication:
-  anonymous:
-    enabled: false
-  webhook:
-    enabled: true
-  x509:
-    clientCAFile: ${PKI}/ca.crt
-authorization:
-  mode: Webhook
-containerRuntimeEndpoint: unix://${CONTAINERD_SOCK}
-cgroupDriver: cgroupfs
-cgroupRoot: /${CGROUP_ROOT}
-# The host's iptables stay as they are; volume plugins and pod logs stay in the node directory.
-makeIPTablesUtilChains: false
-volumePluginDir: ${NODE_DIR}/volume-plugins
-podLogsDir: ${POD_LOGS}
-registerWithTaints:
-- key: ${NODE_TAINT_KEY}
-  value: "true"
-  effect: NoSchedule
-failSwapOn: false
-# The images cannot be pulled again: never collect them; evict only when the disk is nearly full
-# (an absolute floor: a share of a large shared disk can be gigabytes still free).
-imageGCHighThresholdPercent: 100
-evictionHard:
-  memory.available: 100Mi
-  nodefs.available: 512Mi
-  imagefs.available: 512Mi
-serializeImagePulls: false
-EOF
+  fill "${HERE}/node/kubelet.yaml" NODE_IP KUBELET_PORT KUBELET_HEALTHZ_PORT NODE_DIR PKI \
+    CONTAINERD_SOCK CGROUP_ROOT POD_LOGS NODE_TAINT_KEY > "${NODE_DIR}/kubelet/config.yaml"
 }
 
 record_host_state() {
@@ -622,13 +406,10 @@ restore_host_state() {
   rm -rf "${HOST_RECORD}"
 }
 
-node_ready() {
-  [[ "$(kc get node "${NODE_NAME}" \
-      -o 'jsonpath={.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null)" == "True" ]]
-}
+real_node_ready() { node_ready "${NODE_NAME}"; }
 
 healthy() {
-  [[ -f "${NODE_ENV}" ]] && is_running containerd && is_running kubelet && node_ready
+  [[ -f "${NODE_ENV}" ]] && is_running containerd && is_running kubelet && real_node_ready
 }
 
 import_archive() {
@@ -672,15 +453,8 @@ cmd_up() {
   chmod 700 "${NODE_DIR}"
   record_host_state
   # What the node put on the host under which names (tests check that down removes it).
-  cat > "${NODE_ENV}" <<EOF
-NODE_NAME=${NODE_NAME}
-CGROUP_ROOT=${CGROUP_ROOT}
-BRIDGE=${BRIDGE}
-NODE_IP=${ip}
-KUBELET_PORT=${port}
-KUBELET_HEALTHZ_PORT=${healthz_port}
-POD_SUBNET=${subnet}
-EOF
+  printf '%s\n' "NODE_NAME=${NODE_NAME}" "CGROUP_ROOT=${CGROUP_ROOT}" "BRIDGE=${BRIDGE}" "NODE_IP=${ip}" \
+    "KUBELET_PORT=${port}" "KUBELET_HEALTHZ_PORT=${healthz_port}" "POD_SUBNET=${subnet}" > "${NODE_ENV}"
   mkdir -p "${NODE_DIR}/kubelet"
   write_pki "${ip}"
   write_cni_config "${subnet}"
@@ -699,27 +473,15 @@ EOF
   done
 
   # The API server reaches the kubelet as kube-apiserver-kubelet-client (cluster.sh's PKI).
-  kc apply -f - >/dev/null <<EOF || fail_start "could not grant the API server access to kubelets"
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata:
-  name: workflow-local:kube-apiserver-kubelet-client
-roleRef:
-  apiGroup: rbac.authorization.k8s.io
-  kind: ClusterRole
-  name: system:kubelet-api-admin
-subjects:
-- apiGroup: rbac.authorization.k8s.io
-  kind: User
-  name: kube-apiserver-kubelet-client
-EOF
+  kc apply -f "${HERE}/node/kubelet-api-access.yaml" >/dev/null \
+    || fail_start "could not grant the API server access to kubelets"
 
   log "starting containerd ($(containerd --version | awk '{ print $3 }'), runc $(runc --version | awk 'NR == 1 { print $3 }'))"
   # Any pull goes to a proxy on loopback that is not there: nothing leaves this host.
-  start containerd env HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
+  start_daemon containerd env HTTP_PROXY=http://127.0.0.1:9 HTTPS_PROXY=http://127.0.0.1:9 \
     http_proxy=http://127.0.0.1:9 https_proxy=http://127.0.0.1:9 NO_PROXY= no_proxy= \
     containerd --config "${NODE_DIR}/containerd/config.toml" --log-level warn
-  wait_until "containerd's socket" 30 containerd ctr_ version
+  wait_until --watch containerd 30 "containerd's socket" ctr_ version || fail_start
   import_archive "${IMAGES_DIR}/pause.tar"
   import_archive "${IMAGES_DIR}/busybox.tar"
   if [[ -f "${OPERATOR_IMAGE_ARCHIVE}" ]]; then import_archive "${OPERATOR_IMAGE_ARCHIVE}"; fi
@@ -727,7 +489,7 @@ EOF
 
   log "starting kubelet ${NODE_NAME} on ${ip}:${port} (pods ${subnet} on bridge ${BRIDGE})"
   local k0; k0=$(date +%s%N)
-  start kubelet "${bin}/kubelet" \
+  start_daemon kubelet "${bin}/kubelet" \
     --config="${NODE_DIR}/kubelet/config.yaml" \
     --kubeconfig="${NODE_DIR}/kubelet/kubeconfig" \
     --root-dir="${NODE_DIR}/kubelet/root" \
@@ -737,7 +499,7 @@ EOF
     --node-labels="${NODE_LABEL}" \
     --pod-infra-container-image="${PAUSE_IMAGE}" \
     --v=1
-  wait_until "node ${NODE_NAME} to become Ready" "${START_TIMEOUT}" kubelet node_ready
+  wait_until --watch kubelet "${START_TIMEOUT}" "node ${NODE_NAME} to become Ready" real_node_ready || fail_start
   local ready_ms=$(( ($(date +%s%N) - k0) / 1000000 ))
 
   local taints
@@ -767,8 +529,8 @@ start_kube_proxy() {
   [[ -x "${bin}/kube-proxy" ]] || "${HERE}/build.sh" >&2
   write_kube_proxy_config "${subnet}"
   log "starting kube-proxy (iptables mode, cluster CIDR ${subnet})"
-  start kube-proxy "${bin}/kube-proxy" --config="${NODE_DIR}/kube-proxy/config.yaml" --v=1
-  wait_until "kube-proxy to sync the kubernetes Service" "${START_TIMEOUT}" kube-proxy kube_proxy_synced
+  start_daemon kube-proxy "${bin}/kube-proxy" --config="${NODE_DIR}/kube-proxy/config.yaml" --v=1
+  wait_until --watch kube-proxy "${START_TIMEOUT}" "kube-proxy to sync the kubernetes Service" kube_proxy_synced || fail_start
 }
 
 # ------------------------------------------------------------------------------ down
@@ -796,13 +558,13 @@ cmd_down() {
   local netns; netns="$(pod_netns)"
   local had_proxy=""
   [[ -f "${NODE_DIR}/kube-proxy/config.yaml" ]] && had_proxy=1
-  stop kube-proxy
+  stop_daemons kube-proxy
   # Its rules go with it, unless another cluster's kube-proxy owns them now.
   if [[ -n "${had_proxy}" && -z "$(other_kube_proxies)" ]]; then
     local bin; bin="$("${HERE}/build.sh" --print-bin-dir)"
     "${bin}/kube-proxy" --cleanup >>"${LOGS}/kube-proxy.log" 2>&1 || true
   fi
-  stop kubelet
+  stop_daemons kubelet
   # With the API server up, the Node and its pods go too: nothing is scheduled to a node that is
   # gone, and a node started again later does not find the pods of this one. Only now: a kubelet
   # still running would start tearing the pods down itself, half-way.
@@ -823,7 +585,7 @@ cmd_down() {
       done
     done
   fi
-  stop containerd
+  stop_daemons containerd
   kill_until_gone "containerd shims" our_processes
   kill_until_gone "pod processes" cgroup_processes
 
@@ -884,7 +646,7 @@ cmd_status() {
       printf '  %-24s NOT running\n' "${c}"; rc=1
     fi
   done
-  if node_ready; then
+  if real_node_ready; then
     echo "  node ${NODE_NAME}        Ready (label ${NODE_LABEL}, taint ${NODE_TAINT})"
   else
     echo "  node ${NODE_NAME}        NOT Ready"; rc=1
@@ -899,20 +661,14 @@ cmd_import_image() {
   import_archive "${archive}"
 }
 
-# One node command at a time per state directory. Not cluster.sh's lock: it holds that one
-# while it calls us.
-take_lock() {
-  local lock
-  lock="${TMPDIR:-/tmp}/workflow-operator-node-$(printf '%s' "${STATE_DIR}" | md5sum | cut -c1-16).lock"
-  exec 8>"${lock}"
-  flock -w 600 8 || die "another node.sh is still running after 600s (lock ${lock})"
-}
+# One node command at a time per state directory, on descriptor 8: cluster.sh holds its own
+# lock (9) while it calls us.
 
 case "${1:-}" in
-  up) take_lock; cmd_up ;;
-  down) take_lock; cmd_down ;;
+  up) take_lock 8; cmd_up ;;
+  down) take_lock 8; cmd_down ;;
   status) cmd_status ;;
-  import-image) take_lock; cmd_import_image "${2:-}" ;;
+  import-image) take_lock 8; cmd_import_image "${2:-}" ;;
   host-ip) host_ip ;;
   images-dir) echo "${IMAGES_DIR}" ;;
   *) echo "usage: $0 up|down|status|import-image PATH|host-ip|images-dir" >&2; exit 2 ;;

@@ -48,14 +48,12 @@
 # net.ipv4.ip_forward=1 when it is 0 (and says so). Needs root (namespaces, links, mounts) and
 # sshd (installed when missing).
 set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=scripts/lib.sh
-source "$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)/scripts/lib.sh"
-
-die() { echo "target-hosts.sh: error: $*" >&2; exit 1; }
-log() { echo "[target-hosts] $*" >&2; }
+source "${HERE}/../../scripts/lib.sh"
 
 SSHD=/usr/sbin/sshd
-SELF="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")"
+SELF="${HERE}/$(basename "${BASH_SOURCE[0]}")"
 MARKER=workflow-test-marker
 
 cmd="${1:-}"
@@ -281,12 +279,8 @@ start_sshd() {
   make_cgroup_root "${n}"
   ip netns exec "$(ns_of "${n}")" unshare --mount --uts --propagation private "${SELF}" _root "${DIR}" "${n}" \
     || die "host ${n}: its root or sshd did not come up: $(tail -5 "${h}/sshd.log" 2>/dev/null)"
-  local i
-  for (( i = 0; i < 500; i++ )); do
-    sshd_pid "${n}" >/dev/null && return
-    sleep 0.01
-  done
-  die "sshd of host ${n} did not start: $(tail -5 "${h}/sshd.log" 2>/dev/null)"
+  WAIT_INTERVAL=0.01 wait_until 5 "sshd of host ${n}" sshd_pid "${n}" \
+    || die "sshd of host ${n} did not start: $(tail -5 "${h}/sshd.log" 2>/dev/null)"
 }
 
 # start_host N: starts host N's sshd when it is down, resumes it when it is hung.
@@ -364,20 +358,8 @@ up() {
     ip -n "${ns}" link set eth0 up
     ip -n "${ns}" route add default via "10.250.${block}.$(( 4 * n + 1 ))"
     [[ -f "${h}/host_key" ]] || ssh-keygen -q -t ed25519 -N "" -C "host-${n}" -f "${h}/host_key"
-    cat >"${h}/sshd_config" <<EOF
-ListenAddress ${host_ip}
-Port 22
-HostKey ${h}/host_key
-AuthorizedKeysFile ${DIR}/ssh-privatekey.pub
-PidFile ${h}/sshd.pid
-UsePAM no
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-PermitRootLogin prohibit-password
-StrictModes no
-MaxStartups 200
-LogLevel INFO
-EOF
+    HOST_IP="${host_ip}" HOST_DIR="${h}" fill "${HERE}/target-hosts/sshd_config" HOST_IP HOST_DIR DIR \
+      >"${h}/sshd_config"
     start_sshd "${n}"
     echo "${host_ip} $(cut -d' ' -f1,2 "${h}/host_key.pub")" >>"${DIR}/known_hosts.tmp"
     echo "host-${n} ${host_ip}" >>"${DIR}/hosts.tmp"

@@ -14,8 +14,9 @@ BUSYBOX_IMAGE="${BUSYBOX_IMAGE:-busybox:1.36}"
 PAUSE_IMAGE="${PAUSE_IMAGE:-localhost/workflow-pause:1.0}"
 BUSYBOX_BIN=/bin/busybox
 
-log() { echo "[images] $*"; }
-die() { echo "images.sh: error: $*" >&2; exit 1; }
+# shellcheck source=scripts/lib.sh
+source "${HERE}/../../../scripts/lib.sh"
+LOG_FD=1
 
 for tool in umoci skopeo musl-gcc; do
   command -v "${tool}" >/dev/null 2>&1 || die "${tool} not found (tests/cluster/node.sh installs it)"
