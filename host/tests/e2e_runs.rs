@@ -377,6 +377,10 @@ fn a_step_waits_for_approval_by_an_allowed_user_who_is_recorded_and_a_timeout_do
     );
     cluster.apply_yaml_in(
         &ns,
+        &approval_group("vetoed", json!({"approvers": ["alice"]})),
+    );
+    cluster.apply_yaml_in(
+        &ns,
         &approval_group(
             "late",
             json!({"approvers": ["alice"], "timeoutSeconds": 2, "onTimeout": "Fail"}),
@@ -493,6 +497,35 @@ fn a_step_waits_for_approval_by_an_allowed_user_who_is_recorded_and_a_timeout_do
         r#"{"spec":{"approver":"bob"}}"#,
     ]);
     assert!(!out.status.success(), "an Approval was changed");
+
+    // alice rejects another group's step: it fails, naming her and why.
+    let vetoed = text(&workflow_of(&ns, "vetoed", "at"), "/metadata/name").to_string();
+    let (ok, out, err) = cli_with(
+        &alice,
+        &[
+            "approve",
+            "vetoed",
+            "run",
+            "-n",
+            &ns,
+            "--reject",
+            "--comment",
+            "not today",
+        ],
+    );
+    assert!(ok, "{err}");
+    assert!(
+        out.starts_with(&format!(
+            "rejected step run of workflow {vetoed} (run 1) as alice"
+        )),
+        "{out}"
+    );
+    wait_group_phase(&ns, "vetoed", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/vetoed"));
+    assert!(
+        message.contains("step run was rejected by alice") && message.contains("not today"),
+        "{message}"
+    );
 
     // No approval within 2 s: one fails, the other starts, as their gates said.
     wait_group_phase(&ns, "late", "Failed", &mut operator);
