@@ -3,7 +3,7 @@
 
 pub mod judge;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -11,7 +11,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
 use kube::api::Api;
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use self::judge::{Given, POLICY, Trust, trust_of};
@@ -24,6 +24,10 @@ const TRUST_TTL: Duration = Duration::from_secs(5);
 pub struct Approvals {
     client: Client,
     store: Store<Approval>,
+    /// The names of the Approvals of each Workflow (namespace, name), as the watch delivered
+    /// them: a Workflow's are found by key, not by scanning every Approval. An Approval's
+    /// `spec.workflow` never changes; one deleted is dropped when next looked up.
+    by_workflow: Mutex<HashMap<(String, String), BTreeSet<String>>>,
     /// Whether the approval policy is in force, when last asked.
     trust: Mutex<Option<(Instant, Trust)>>,
 }
@@ -33,8 +37,23 @@ impl Approvals {
         Self {
             client,
             store,
+            by_workflow: Mutex::default(),
             trust: Mutex::default(),
         }
+    }
+
+    /// Notes an Approval the watch delivered.
+    pub fn saw(&self, approval: &Approval) {
+        let key = (
+            approval.namespace().unwrap_or_default(),
+            approval.spec.workflow.clone(),
+        );
+        self.by_workflow
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(key)
+            .or_default()
+            .insert(approval.name_any());
     }
 
     /// Whether Approvals can be trusted now, and since when: the approval policy as the API
@@ -68,18 +87,26 @@ impl Approvals {
     pub fn of_workflow(&self, workflow: &Workflow) -> BTreeMap<String, Vec<Given>> {
         let ns = workflow.namespace().unwrap_or_default();
         let (name, run) = (workflow.name_any(), run_of(workflow));
+        let mut index = self
+            .by_workflow
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        let Some(names) = index.get_mut(&(ns.clone(), name.clone())) else {
+            return BTreeMap::new();
+        };
         let mut by_step: BTreeMap<String, Vec<Given>> = BTreeMap::new();
-        for a in self.store.state() {
-            if a.namespace().as_deref() == Some(ns.as_str())
-                && a.spec.workflow == name
-                && a.spec.run == run
-            {
+        names.retain(|approval| {
+            let Some(a) = self.store.get(&ObjectRef::new(approval).within(&ns)) else {
+                return false;
+            };
+            if a.spec.workflow == name && a.spec.run == run {
                 by_step
                     .entry(a.spec.step.clone())
                     .or_default()
                     .push(Given::of(&a));
             }
-        }
+            true
+        });
         for given in by_step.values_mut() {
             given.sort_by(|a, b| a.name.cmp(&b.name));
         }

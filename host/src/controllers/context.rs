@@ -70,7 +70,7 @@ pub struct Context {
     /// The locks on targets, and the groups waiting for them.
     pub locks: Locks,
     /// The Approvals of steps, and whether they can be trusted.
-    pub approvals: Approvals,
+    pub approvals: Arc<Approvals>,
     /// The statuses written and not yet seen in the caches.
     pub written: WrittenStatus,
 }

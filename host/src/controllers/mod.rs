@@ -115,26 +115,33 @@ pub async fn run(
     // Every watched object goes through a reflector store that the reconciles read instead of
     // listing from the API server; managedFields (a quarter of an object) are dropped first.
     let (group_store, group_writer) = reflector::store();
-    // A deleted group gives back its locks at once.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let wake_owner = wake.clone();
+    let lock_waiters = Arc::new(crate::locks::Waiters::new(wake));
+    // The groups in line for locks, as the watch shows them; a deleted group gives back its
+    // locks at once.
     let (release_client, lock_namespace) = (client.clone(), config.locks.namespace.clone());
+    let line = lock_waiters.clone();
     let group_stream = watcher(groups, watcher::Config::default())
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(group_writer)
-        .inspect(move |event| {
-            if let Ok(watcher::Event::Delete(group)) = event {
+        .inspect(move |event| match event {
+            Ok(watcher::Event::Apply(group) | watcher::Event::InitApply(group)) => {
+                line.in_line(group, workflowgroup::plan::waiting_for(group).is_some());
+            }
+            Ok(watcher::Event::Delete(group)) => {
+                line.in_line(group, false);
                 tokio::spawn(crate::locks::release_deleted(
                     release_client.clone(),
                     lock_namespace.clone(),
                     group.clone(),
                 ));
             }
+            _ => {}
         })
         .applied_objects();
     // The lock Leases; a deleted one wakes the groups waiting for it.
-    let (wake, woken) = futures::channel::mpsc::unbounded();
-    let wake_owner = wake.clone();
-    let lock_waiters = Arc::new(crate::locks::Waiters::new(wake));
     let (lease_store, lease_writer) = reflector::store();
     let (waiters, waiting_groups) = (lock_waiters.clone(), group_store.clone());
     let lease_watch = watcher(
@@ -184,10 +191,17 @@ pub async fn run(
         .touched_objects();
     // Approvals of steps: a new one wakes the Workflow it names.
     let (approval_store, approval_writer) = reflector::store();
+    let approvals_room = Arc::new(Approvals::new(client.clone(), approval_store));
+    let index = approvals_room.clone();
     let approval_stream = watcher(approvals, watcher::Config::default())
         .default_backoff()
         .modify(strip_managed_fields)
         .reflect(approval_writer)
+        .inspect(move |event| {
+            if let Ok(watcher::Event::Apply(a) | watcher::Event::InitApply(a)) = event {
+                index.saw(a);
+            }
+        })
         .touched_objects();
     let controller_config = ControllerConfig::default().concurrency(config.concurrent_reconciles);
     let locks = Locks::new(
@@ -214,7 +228,7 @@ pub async fn run(
         pods: pod_store.clone(),
         groups: group_store.clone(),
         locks,
-        approvals: Approvals::new(client.clone(), approval_store),
+        approvals: approvals_room,
         written: written::WrittenStatus::default(),
     });
     // The sweeper of gone holders' locks starts once the caches it judges by are complete.

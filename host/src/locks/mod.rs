@@ -298,11 +298,13 @@ impl Locks {
         group: &WorkflowGroup,
         waiting_for: &impl Fn(&WorkflowGroup) -> Option<&[Target]>,
     ) -> Vec<Waiting> {
-        self.groups
-            .state()
+        self.waiters
+            .line()
             .iter()
+            .filter_map(|other| self.groups.get(other))
             .filter(|other| other.uid() != group.uid())
             .filter_map(|other| {
+                let other = &*other;
                 let targets = waiting_for(other)?;
                 Some(Waiting {
                     shown: HolderId::of(other).shown(),

@@ -1,7 +1,7 @@
 //! Groups waiting for locks, woken one at a time as locks are freed.
 
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use futures::channel::mpsc::UnboundedSender;
@@ -16,6 +16,9 @@ use crate::api::WorkflowGroup;
 /// back a moment ago, which the cache may still list.
 pub struct Waiters {
     waiting: Mutex<HashMap<String, HashSet<ObjectRef<WorkflowGroup>>>>,
+    /// The groups in line for locks (their condition says they wait), as the group watch
+    /// shows them: first come, first served looks at these, not at every group.
+    line: Mutex<HashSet<ObjectRef<WorkflowGroup>>>,
     wake: UnboundedSender<ObjectRef<WorkflowGroup>>,
     /// Object UIDs of Leases deleted by a release, with when.
     released: Mutex<HashMap<String, std::time::Instant>>,
@@ -28,9 +31,27 @@ impl Waiters {
     pub fn new(wake: UnboundedSender<ObjectRef<WorkflowGroup>>) -> Self {
         Self {
             waiting: Mutex::default(),
+            line: Mutex::default(),
             wake,
             released: Mutex::default(),
         }
+    }
+
+    /// Notes whether `group` is in line for locks (from the group watch).
+    pub fn in_line(&self, group: &WorkflowGroup, waiting: bool) {
+        let mut line = self.line.lock().unwrap_or_else(PoisonError::into_inner);
+        let me = ObjectRef::from_obj(group);
+        if waiting {
+            line.insert(me);
+        } else {
+            line.remove(&me);
+        }
+    }
+
+    /// The groups in line for locks.
+    pub(super) fn line(&self) -> Vec<ObjectRef<WorkflowGroup>> {
+        let line = self.line.lock().unwrap_or_else(PoisonError::into_inner);
+        line.iter().cloned().collect()
     }
 
     pub(super) fn released(&self, leases: &[Arc<Lease>]) {

@@ -8,6 +8,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
+use workflow_model::ApprovalRequest;
 
 use super::pod::build_pod;
 use super::refusal::PodRefusal;
@@ -16,7 +17,7 @@ use super::step::{
 };
 use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, ConditionStatus, MAX_STEP_LOG, Phase, PluginRef, RerunFrom, Step,
-    Workflow, WorkflowStatus, fmt_time, rerun_pending, run_of,
+    StepDetail, Workflow, WorkflowStatus, fmt_time, rerun_pending, run_of,
 };
 use crate::approvals::judge::{self as approval, Given, Judged};
 use crate::controllers::context::StepDefaults;
@@ -357,16 +358,13 @@ fn plan_step(
     if old_phase == Some(&Phase::Completed) {
         return StepDecision::completed_before(detail);
     }
-    let (latest, stop) = match old
+    let (latest, stop) = old
         .and_then(|s| vanished_attempt(name, s, attempts.get(name)))
         .or_else(|| attempts.get(name).cloned())
-    {
-        Some(attempt) => {
+        .map_or((None, false), |attempt| {
             let (attempt, stop) = attempt.at(ctx.now);
             (Some(attempt), stop)
-        }
-        None => (None, false),
-    };
+        });
     let view = StepView {
         step,
         ready: deps
@@ -375,36 +373,11 @@ fn plan_step(
         held: decided.failed() || workflow.spec.paused,
         latest: latest.as_ref(),
     };
-    // Since when it could have started: when this reconcile saw its last dependency finish
-    // Completed, if it saw them all.
-    let deps_completed_at = deps
-        .iter()
-        .map(|d| decided.get(d).and_then(|d| d.effects.completed_at))
-        .collect::<Option<Vec<_>>>()
-        .and_then(|seen| seen.into_iter().max());
+    let deps_completed_at = deps_completed_at(deps, decided);
     let mut detail = detail;
     let step_move = match decide_step(view, judge, ctx) {
         StepMove::NeedsApproval(request) => {
-            let since = detail
-                .approval
-                .as_ref()
-                .map_or(ctx.now, |a| a.since.0.as_second());
-            let given = observed.approvals.get(name).map_or(&[][..], Vec::as_slice);
-            match approval::judge(name, &request, since, given, ctx.now) {
-                Judged::Start(record) => {
-                    detail.approval = Some(record);
-                    StepMove::Start
-                }
-                Judged::Refused(why) => StepMove::Failed(why),
-                Judged::Waiting(record, mut message, deadline) => {
-                    detail.approval = Some(record);
-                    if let Some(note) = observed.approval_notes.get(name) {
-                        message.push_str("; ");
-                        message.push_str(note);
-                    }
-                    StepMove::AwaitingApproval(message, deadline)
-                }
-            }
+            approval_move(name, &request, &mut detail, observed, ctx.now)
         }
         step_move => step_move,
     };
@@ -432,6 +405,47 @@ fn plan_step(
     let now = Timestamp::from_second(ctx.now).unwrap_or(Timestamp::UNIX_EPOCH);
     stamp(&mut decision, latest.as_ref(), recorded_start, now);
     decision
+}
+
+/// Since when a step could have started: when this reconcile saw its last dependency finish
+/// Completed, if it saw them all.
+fn deps_completed_at(deps: &[String], decided: &Decided<'_>) -> Option<Timestamp> {
+    deps.iter()
+        .map(|d| decided.get(d).and_then(|d| d.effects.completed_at))
+        .collect::<Option<Vec<_>>>()
+        .and_then(|seen| seen.into_iter().max())
+}
+
+/// The move of step `name`, whose gate asks for approval (`request`), given the Approvals
+/// observed: start, fail (rejected, or not approved in time) or wait. `detail` records where
+/// the approval stands.
+fn approval_move(
+    name: &str,
+    request: &ApprovalRequest,
+    detail: &mut StepDetail,
+    observed: &Observed,
+    now: i64,
+) -> StepMove {
+    let since = detail
+        .approval
+        .as_ref()
+        .map_or(now, |a| a.since.0.as_second());
+    let given = observed.approvals.get(name).map_or(&[][..], Vec::as_slice);
+    match approval::judge(name, request, since, given, now) {
+        Judged::Start(record) => {
+            detail.approval = Some(record);
+            StepMove::Start
+        }
+        Judged::Refused(why) => StepMove::Failed(why),
+        Judged::Waiting(record, mut message, deadline) => {
+            detail.approval = Some(record);
+            if let Some(note) = observed.approval_notes.get(name) {
+                message.push_str("; ");
+                message.push_str(note);
+            }
+            StepMove::AwaitingApproval(message, deadline)
+        }
+    }
 }
 
 /// When the step's latest attempt started and finished, its exit code and the end of its
@@ -562,15 +576,7 @@ fn conclude(
     state: WorkflowState,
     now: Timestamp,
 ) -> WorkflowPlan {
-    let WorkflowState {
-        failure,
-        scheduled,
-        approval,
-        total,
-        done,
-        running,
-    } = state;
-    if let Some(message) = failure {
+    if let Some(message) = state.failure.clone() {
         finish(
             &mut plan.status,
             Phase::Failed,
@@ -582,8 +588,8 @@ fn conclude(
             .push(Transition::warning(reason::WORKFLOW_FAILED, message).once());
         return plan;
     }
-    if done == total {
-        let message = format!("all {total} steps completed");
+    if state.done == state.total {
+        let message = format!("all {} steps completed", state.total);
         finish(
             &mut plan.status,
             Phase::Completed,
@@ -595,28 +601,8 @@ fn conclude(
             .push(Transition::normal(reason::WORKFLOW_COMPLETED, message).once());
         return plan;
     }
-    let (why, message) = if workflow.spec.paused {
-        (
-            reason::PAUSED,
-            "paused: no new step starts until spec.paused is cleared".to_string(),
-        )
-    } else if let Some(error) = &plan.unavailable {
-        (
-            reason::PLUGIN_UNAVAILABLE,
-            format!("{error}; asking again shortly"),
-        )
-    } else if let Some(why) = &plan.refused {
-        (reason::POD_REFUSED, format!("{why}; trying again shortly"))
-    } else if let Some(message) = approval {
-        (reason::WAITING_FOR_APPROVAL, message)
-    } else if let (false, Some(t)) = (running, scheduled) {
-        (
-            reason::WAITING_FOR_SCHEDULE,
-            format!("waiting until {} to start", fmt_time(t)),
-        )
-    } else {
-        (reason::RUNNING, format!("{done}/{total} steps completed"))
-    };
+    let running = state.running;
+    let (why, message) = waiting_reason(workflow, &plan, state);
     let old_reason = succeeded(&plan.status.conditions).map(|c| c.reason.as_str());
     // A wait that is retried with backoff is said once, not at every retry.
     if [reason::PLUGIN_UNAVAILABLE, reason::POD_REFUSED].contains(&why) && old_reason != Some(why) {
@@ -642,6 +628,45 @@ fn conclude(
         ),
     );
     plan
+}
+
+/// Why a workflow that has not finished is where it is: paused, a plugin that cannot answer, a
+/// pod refused for now, an approval, a schedule, or running.
+fn waiting_reason(
+    workflow: &Workflow,
+    plan: &WorkflowPlan,
+    state: WorkflowState,
+) -> (&'static str, String) {
+    let WorkflowState {
+        scheduled,
+        approval,
+        total,
+        done,
+        running,
+        ..
+    } = state;
+    if workflow.spec.paused {
+        (
+            reason::PAUSED,
+            "paused: no new step starts until spec.paused is cleared".to_string(),
+        )
+    } else if let Some(error) = &plan.unavailable {
+        (
+            reason::PLUGIN_UNAVAILABLE,
+            format!("{error}; asking again shortly"),
+        )
+    } else if let Some(why) = &plan.refused {
+        (reason::POD_REFUSED, format!("{why}; trying again shortly"))
+    } else if let Some(message) = approval {
+        (reason::WAITING_FOR_APPROVAL, message)
+    } else if let (false, Some(t)) = (running, scheduled) {
+        (
+            reason::WAITING_FOR_SCHEDULE,
+            format!("waiting until {} to start", fmt_time(t)),
+        )
+    } else {
+        (reason::RUNNING, format!("{done}/{total} steps completed"))
+    }
 }
 
 /// Whether the params must be checked in this reconcile: before any step started (a Workflow
