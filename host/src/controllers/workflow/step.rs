@@ -250,6 +250,12 @@ pub fn apply_move(
         detail.attempts = attempt.number;
         detail.pod = Some(attempt.pod.clone());
     }
+    // Where a step that waits stays: Running once an attempt started.
+    let started = if latest.is_some() {
+        Phase::Running
+    } else {
+        Phase::Pending
+    };
     let phase = match step_move {
         // (Resolved by the plan before it comes here.)
         StepMove::Wait | StepMove::NeedsApproval(_) => Phase::Pending,
@@ -287,21 +293,7 @@ pub fn apply_move(
             Phase::Completed
         }
         StepMove::Retry(why) => {
-            let (attempt, budget) = (detail.attempts, 1 + view.step.retries.unwrap_or(0));
-            let next = attempt + 1;
-            effects.start = Some(next);
-            effects.ready_since = latest.and_then(|a| a.observed);
-            detail.attempts = next;
-            detail.pod = Some(pod_name(next));
-            detail.message = Some(format!("retrying: {why}"));
-            detail.targets = None;
-            effects.event = Some(
-                Transition::warning(
-                    reason::STEP_RETRIED,
-                    format!("step {name} attempt {attempt} asked for a retry ({why}); starting attempt {next} of {budget}"),
-                )
-                .about(format!("{name}/{next}")),
-            );
+            retry(view, &mut detail, &mut effects, pod_name, &why);
             Phase::Running
         }
         StepMove::RetryHeld(why) => {
@@ -321,20 +313,12 @@ pub fn apply_move(
         StepMove::Unanswered(error) => {
             detail.message = Some(format!("waiting for its plugin: {error}"));
             effects.unavailable = Some(error);
-            if latest.is_some() {
-                Phase::Running
-            } else {
-                Phase::Pending
-            }
+            started
         }
         StepMove::Refused(why) => {
             detail.message = Some(format!("waiting: its pod was refused: {why}"));
             effects.refused = Some(why);
-            if latest.is_some() {
-                Phase::Running
-            } else {
-                Phase::Pending
-            }
+            started
         }
     };
     StepDecision {
@@ -342,6 +326,32 @@ pub fn apply_move(
         detail,
         effects,
     }
+}
+
+/// A retry the step's plugin asked for: the next attempt starts, and an Event says so.
+fn retry(
+    view: &StepView<'_>,
+    detail: &mut StepDetail,
+    effects: &mut StepEffects,
+    pod_name: &dyn Fn(u32) -> String,
+    why: &str,
+) {
+    let name = &view.step.name;
+    let (attempt, budget) = (detail.attempts, 1 + view.step.retries.unwrap_or(0));
+    let next = attempt + 1;
+    effects.start = Some(next);
+    effects.ready_since = view.latest.and_then(|a| a.observed);
+    detail.attempts = next;
+    detail.pod = Some(pod_name(next));
+    detail.message = Some(format!("retrying: {why}"));
+    detail.targets = None;
+    effects.event = Some(
+        Transition::warning(
+            reason::STEP_RETRIED,
+            format!("step {name} attempt {attempt} asked for a retry ({why}); starting attempt {next} of {budget}"),
+        )
+        .about(format!("{name}/{next}")),
+    );
 }
 
 /// The move of a step whose pod the API server refused: one that was to start a pod waits
