@@ -83,6 +83,42 @@ where
     }
 }
 
+/// The API of `K` in the watched namespace, or in all.
+fn api_of<K>(client: &Client, namespace: Option<&str>) -> Api<K>
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope, DynamicType = ()>,
+{
+    match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    }
+}
+
+/// The watch of the lock Leases into their store; a deleted one wakes the group waiting
+/// longest for it.
+fn lease_watch(
+    api: Api<Lease>,
+    writer: reflector::store::Writer<Lease>,
+    waiters: Arc<crate::locks::Waiters>,
+    groups: reflector::Store<WorkflowGroup>,
+) -> impl std::future::Future<Output = ()> {
+    watcher(
+        api,
+        watcher::Config::default().labels(crate::locks::LABEL_LOCK),
+    )
+    .default_backoff()
+    .modify(strip_managed_fields)
+    .reflect(writer)
+    .for_each(move |event| {
+        match event {
+            Ok(watcher::Event::Delete(lease)) => waiters.freed(&lease.name_any(), &groups),
+            Ok(_) => {}
+            Err(error) => warn!(%error, "lock lease watch"),
+        }
+        futures::future::ready(())
+    })
+}
+
 /// Runs both controllers until a shutdown signal. `readiness` learns when both controllers'
 /// caches have synced.
 pub async fn run(
@@ -93,25 +129,13 @@ pub async fn run(
     readiness: Readiness,
     reporter: Reporter,
 ) {
-    let (groups, workflows, pods, approvals): (
-        Api<WorkflowGroup>,
-        Api<Workflow>,
-        Api<Pod>,
-        Api<Approval>,
-    ) = match &config.namespace {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-            Api::all(client.clone()),
-        ),
-    };
+    let watched = config.namespace.as_deref();
+    let (groups, workflows, pods, approvals) = (
+        api_of::<WorkflowGroup>(&client, watched),
+        api_of::<Workflow>(&client, watched),
+        api_of::<Pod>(&client, watched),
+        api_of::<Approval>(&client, watched),
+    );
     // Every watched object goes through a reflector store that the reconciles read instead of
     // listing from the API server; managedFields (a quarter of an object) are dropped first.
     let (group_store, group_writer) = reflector::store();
@@ -143,22 +167,12 @@ pub async fn run(
         .applied_objects();
     // The lock Leases; a deleted one wakes the groups waiting for it.
     let (lease_store, lease_writer) = reflector::store();
-    let (waiters, waiting_groups) = (lock_waiters.clone(), group_store.clone());
-    let lease_watch = watcher(
-        Api::<Lease>::namespaced(client.clone(), &config.locks.namespace),
-        watcher::Config::default().labels(crate::locks::LABEL_LOCK),
-    )
-    .default_backoff()
-    .modify(strip_managed_fields)
-    .reflect(lease_writer)
-    .for_each(move |event| {
-        match event {
-            Ok(watcher::Event::Delete(lease)) => waiters.freed(&lease.name_any(), &waiting_groups),
-            Ok(_) => {}
-            Err(error) => warn!(%error, "lock lease watch"),
-        }
-        futures::future::ready(())
-    });
+    let lease_watch = lease_watch(
+        Api::namespaced(client.clone(), &config.locks.namespace),
+        lease_writer,
+        lock_waiters.clone(),
+        group_store.clone(),
+    );
     // One watch of Workflows feeds a shared store: the Workflow controller runs on it, and the
     // group controller is told of its Workflows' changes by it, only once the store holds
     // them (a second watch could tell it before the store it reads has caught up).
