@@ -46,7 +46,7 @@ export GOTOOLCHAIN=local
 export CGO_ENABLED=0
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 
-say "building the kstatus helper (cli-utils ${VERSION}, $(go version)) into ${DIR}"
+log "building the kstatus helper (cli-utils ${VERSION}, $(go version)) into ${DIR}"
 mkdir -p "${DIR}/build" "${DIR}/bin"
 cp "${SRC}/go.mod" "${SRC}/main.go" "${DIR}/build/"
 rm -f "${DIR}/build/go.sum"

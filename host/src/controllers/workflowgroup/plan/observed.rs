@@ -1,0 +1,82 @@
+//! A Workflow of the group, as the plan reads it.
+
+use super::*;
+
+/// A Workflow of the group, as observed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObservedWorkflow {
+    pub name: String,
+    /// Its workflow type.
+    pub type_: String,
+    /// Its phase, once its controller has written one.
+    pub phase: Option<Phase>,
+    /// Its `Succeeded` condition's reason.
+    pub reason: String,
+    /// Its `Succeeded` condition's message.
+    pub message: String,
+    /// The targets its steps reported failed or unreachable, each with why.
+    pub failed_targets: BTreeMap<String, String>,
+    /// The run of the group its status reflects (1 until a re-run).
+    pub run: u32,
+    /// The run of the group its spec belongs to (1 until the group asks it to re-run).
+    pub asked_run: u32,
+    /// It is gone from the API server (deleted by someone): what is known of it is the group's
+    /// record ([`ObservedWorkflow::deleted`]).
+    pub deleted: bool,
+}
+
+impl ObservedWorkflow {
+    /// What the group needs to know of `workflow`.
+    pub fn of(workflow: &Workflow) -> Self {
+        let status = workflow.status.as_ref();
+        let condition = status.and_then(|s| succeeded(&s.conditions));
+        let failed_targets = status
+            .iter()
+            .flat_map(|s| s.step_details.iter())
+            .filter_map(|(step, d)| Some((step, d.targets.as_ref()?)))
+            .flat_map(|(step, report)| {
+                report
+                    .problems
+                    .iter()
+                    .map(move |p| (p.name.clone(), format!("{step}: {}", p.reason)))
+            })
+            .collect();
+        ObservedWorkflow {
+            name: workflow.name_any(),
+            type_: workflow.spec.type_.clone(),
+            run: status.and_then(|s| s.run).unwrap_or(1),
+            asked_run: workflow.spec.rerun.as_ref().map_or(1, |r| r.run),
+            phase: status.and_then(|s| s.phase),
+            reason: condition.map(|c| c.reason.clone()).unwrap_or_default(),
+            message: condition.map(|c| c.message.clone()).unwrap_or_default(),
+            failed_targets,
+            deleted: false,
+        }
+    }
+
+    /// A Workflow the group made, listed in its status as `recorded`, that no longer exists:
+    /// deleted while it ran, it failed (its wave, or the group, fails naming the deletion);
+    /// finished, it counts as it ended. Of no run (0): a re-run that would run it again makes
+    /// it anew instead.
+    pub fn deleted(recorded: &WorkflowReference) -> Self {
+        let (phase, message) = match recorded.status {
+            Phase::Completed => (Phase::Completed, "it completed, then was deleted"),
+            Phase::Failed => (Phase::Failed, "it failed, then was deleted"),
+            Phase::Pending | Phase::Running => (
+                Phase::Failed,
+                "it was deleted while it ran (a re-run, spec.rerun, makes it again)",
+            ),
+        };
+        ObservedWorkflow {
+            name: recorded.name.clone(),
+            type_: recorded.type_.clone(),
+            phase: Some(phase),
+            reason: reason::WORKFLOW_DELETED.into(),
+            message: message.into(),
+            failed_targets: BTreeMap::new(),
+            run: 0,
+            asked_run: 0,
+            deleted: true,
+        }
+    }
+}
