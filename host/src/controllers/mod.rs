@@ -1,6 +1,6 @@
 //! The two controllers and what they share.
 //!
-//! - [`workflowgroup`] and [`workflow`]: one module each, a pure plan (`plan.rs`) beside the
+//! - [`workflowgroup`] and [`workflow`]: one module each, a pure plan (`plan`) beside the
 //!   reconcile that reads, calls the plan and writes (`mod.rs`).
 //! - [`write`]: the write layer around the plans (controlled children, idempotent creates,
 //!   status writes, Events, the error policy, instrumentation).
