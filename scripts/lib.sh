@@ -40,7 +40,8 @@ if [[ -z "${KUBECTL:-}" ]]; then
 fi
 
 # kubectl <args>: $KUBECTL with a request timeout ($KUBECTL_REQUEST_TIMEOUT, default 60s), so a
-# wedged API server fails the call instead of hanging the script.
+# wedged API server fails the call instead of hanging the script. A watch meant to outlive it
+# passes --request-timeout=0 (the last one given counts).
 kubectl() { command "${KUBECTL}" --request-timeout="${KUBECTL_REQUEST_TIMEOUT:-60s}" "$@"; }
 
 # kc <args>: kubectl on the local cluster's kubeconfig ($KUBECONFIG_FILE), with a short request
