@@ -125,16 +125,20 @@ fn groups_sharing_a_target_take_turns_and_the_waiting_one_says_who_holds_it() {
             && message.contains(&format!("is held by group {ns}/")),
         "{waiting}: {message}"
     );
-    let events = cluster.kubectl_ok(&[
-        "-n",
-        &ns,
-        "get",
-        "events",
-        "--field-selector",
-        &format!("involvedObject.name={waiting},reason=WaitingForTargets"),
-        "-o",
-        "jsonpath={.items[*].message}",
-    ]);
+    // The messages of a group's WaitingForTargets Events.
+    let waiting_events = |name: &str| {
+        cluster.kubectl_ok(&[
+            "-n",
+            &ns,
+            "get",
+            "events",
+            "--field-selector",
+            &format!("involvedObject.name={name},reason=WaitingForTargets"),
+            "-o",
+            "jsonpath={.items[*].message}",
+        ])
+    };
+    let events = waiting_events(&waiting);
     assert!(events.contains("is held by group"), "the Event: {events:?}");
     // Whichever of the two typed groups came second waited for the one running. Its wait may
     // be over by now (the reads above take their time on a loaded machine): its Event stays.
@@ -144,16 +148,7 @@ fn groups_sharing_a_target_take_turns_and_the_waiting_one_says_who_holds_it() {
         "one of the typed groups to have waited for the other",
         || {
             for (name, other) in [("typed-1", "typed-2"), ("typed-2", "typed-1")] {
-                let events = cluster.kubectl_ok(&[
-                    "-n",
-                    &ns,
-                    "get",
-                    "events",
-                    "--field-selector",
-                    &format!("involvedObject.name={name},reason=WaitingForTargets"),
-                    "-o",
-                    "jsonpath={.items[*].message}",
-                ]);
+                let events = waiting_events(name);
                 if !events.is_empty() {
                     return Ok((events, other));
                 }

@@ -4,7 +4,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use crate::plugin::{PluginError, PluginErrorKind};
+use crate::plugin::PluginError;
 
 /// Why a reconcile failed. The controller retries each with backoff; none of these is the
 /// user's fault (those end up in conditions instead).
@@ -43,12 +43,7 @@ impl Error {
         match self {
             Error::Kube(_) => "api",
             Error::MissingNamespace => "missing-namespace",
-            Error::PluginUnavailable(e) => match e.kind() {
-                PluginErrorKind::Refused => "plugin-refused",
-                PluginErrorKind::Transient => "plugin-transient",
-                PluginErrorKind::Broken => "plugin-broken",
-                PluginErrorKind::CannotLoad => "plugin-cannot-load",
-            },
+            Error::PluginUnavailable(e) => e.kind().label(),
             Error::PodRefused(_) => "pod-refused",
             Error::NameTaken { .. } => "name-taken",
         }

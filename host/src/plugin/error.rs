@@ -125,13 +125,14 @@ pub enum PluginErrorKind {
 }
 
 impl PluginErrorKind {
-    /// `refused`, `transient`, `broken` or `cannot-load`: a metrics label.
-    pub fn as_str(self) -> &'static str {
+    /// `plugin-refused`, `plugin-transient`, `plugin-broken` or `plugin-cannot-load`: the
+    /// `kind` label of a reconcile error it caused.
+    pub fn label(self) -> &'static str {
         match self {
-            Self::Refused => "refused",
-            Self::Transient => "transient",
-            Self::Broken => "broken",
-            Self::CannotLoad => "cannot-load",
+            Self::Refused => "plugin-refused",
+            Self::Transient => "plugin-transient",
+            Self::Broken => "plugin-broken",
+            Self::CannotLoad => "plugin-cannot-load",
         }
     }
 }
