@@ -25,6 +25,7 @@ pub mod locks;
 pub mod names;
 pub mod plugin;
 pub mod plugin_configmaps;
+pub mod provenance;
 pub mod render;
 pub mod webhook;
 

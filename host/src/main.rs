@@ -63,7 +63,8 @@ enum Command {
     Approve {
         /// The group's name.
         group: String,
-        /// The step: its name, or `<type>/<name>` when several types have one of that name.
+        /// The step: its name, or `<type>/<name>` or `<workflow>/<name>` when the step of that
+        /// name waits in several Workflows (in a rollout, the wave that waits is found).
         step: String,
         /// The group's namespace (by default the kubeconfig's).
         #[arg(short, long)]

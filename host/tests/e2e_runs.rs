@@ -404,12 +404,26 @@ fn a_step_waits_for_approval_by_an_allowed_user_who_is_recorded_and_a_timeout_do
         reason_column.contains("WaitingForApproval"),
         "{reason_column}"
     );
-    let wf = text(&workflow_of(&ns, "gated", "at"), "/metadata/name").to_string();
-    let approval = |user: &str, approver: &str| {
+    let gated = workflow_of(&ns, "gated", "at");
+    let wf = text(&gated, "/metadata/name").to_string();
+    let wf_uid = text(&gated, "/metadata/uid").to_string();
+    // What the step asks to be approved: its content's digest, in its status and the message.
+    let digest = text(&gated, "/status/stepDetails/run/approval/digest").to_string();
+    assert!(
+        digest.starts_with("sha256:") && digest.len() == 71,
+        "{digest}"
+    );
+    assert!(
+        message.contains("; runs `reboot` in "),
+        "the wait says what it runs: {message}"
+    );
+    assert!(message.contains(&digest[..19]), "{message}");
+    let approval_of = |user: &str, approver: &str, digest: &str| {
         format!(
-            "apiVersion: workflow.rxg456.cn/v1alpha1\nkind: Approval\nmetadata:\n  name: by-{user}\n  namespace: {ns}\nspec:\n  workflow: {wf}\n  step: run\n  approver: {approver}\n"
+            "apiVersion: workflow.rxg456.cn/v1alpha1\nkind: Approval\nmetadata:\n  name: by-{user}\n  namespace: {ns}\nspec:\n  workflow: {wf}\n  workflowUID: {wf_uid}\n  digest: \"{digest}\"\n  step: run\n  approver: {approver}\n"
         )
     };
+    let approval = |user: &str, approver: &str| approval_of(user, approver, &digest);
     let create_as = |user: &str, yaml: String| {
         let out = cluster.kubectl_with_stdin(&["--as", user, "create", "-f", "-"], yaml.as_bytes());
         (
@@ -447,6 +461,65 @@ fn a_step_waits_for_approval_by_an_allowed_user_who_is_recorded_and_a_timeout_do
     assert_eq!(
         text(&get(&ns, "workflowgroup/gated"), "/status/phase"),
         "Running"
+    );
+    // alice of group ops approves other content than what waits (as for a Workflow of this
+    // name whose command was different): it does not count, and the wait says so.
+    let alice_as = [
+        "--as",
+        "alice",
+        "--as-group",
+        "ops",
+        "--as-group",
+        "system:authenticated",
+    ];
+    let other = approval_of(
+        "alice-other",
+        "alice",
+        &format!("sha256:{}", "0".repeat(64)),
+    )
+    .replace("approver: alice\n", "approver: alice\n  groups: [ops]\n");
+    let out = cluster.kubectl_with_stdin(
+        &[&alice_as[..], &["create", "-f", "-"]].concat(),
+        other.as_bytes(),
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        "alice's approval of other content not to count, saying so",
+        || {
+            let m = condition_message(&get(&ns, "workflowgroup/gated"));
+            if m.contains("not counted, given for other content, another Workflow of this name or before the step asked: alice (by-alice-other)") {
+                Ok(())
+            } else {
+                Err(m)
+            }
+        },
+        |m| m.clone(),
+    );
+    assert_eq!(
+        text(&get(&ns, "workflowgroup/gated"), "/status/phase"),
+        "Running"
+    );
+    // Her name taken beforehand by someone else does not block `approve`: its names are
+    // generated.
+    let squatter = approval_of("squat", "bob", &digest).replace(
+        "name: by-squat",
+        &format!(
+            "name: {}",
+            workflow_operator::names::approval_name(&wf, "run", 1, "alice")
+        ),
+    );
+    let out =
+        cluster.kubectl_with_stdin(&["--as", "bob", "create", "-f", "-"], squatter.as_bytes());
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
     );
 
     // alice of group ops approves in one line.
@@ -535,4 +608,178 @@ fn a_step_waits_for_approval_by_an_allowed_user_who_is_recorded_and_a_timeout_do
         "{message}"
     );
     wait_group_phase(&ns, "late-ok", "Completed", &mut operator);
+}
+
+/// A namespace user who may create pods, ConfigMaps and Workflows (and read groups) forges what
+/// the operator would make, with ownerReferences to its objects: a Workflow under a group's
+/// name, a targets ConfigMap naming other machines and a step pod that succeeds at once,
+/// before the step's approval. None is adopted: the Workflow runs nothing and its group does
+/// not count it, and the step neither passes its gate nor starts until they are deleted.
+#[test]
+fn objects_a_namespace_user_made_under_our_names_are_not_adopted() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-forged");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "role",
+        "forger",
+        "--verb=get,list,create,delete",
+        "--resource=pods,configmaps,workflows.workflow.rxg456.cn,workflowgroups.workflow.rxg456.cn",
+    ]);
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "rolebinding",
+        "forger",
+        "--role=forger",
+        "--user=mallory",
+    ]);
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "create",
+        "rolebinding",
+        "approvers",
+        "--clusterrole=workflow.rxg456.cn:approver",
+        "--user=alice",
+    ]);
+    let as_mallory = |yaml: String| {
+        let out =
+            cluster.kubectl_with_stdin(&["--as", "mallory", "create", "-f", "-"], yaml.as_bytes());
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    };
+    let owner = |kind: &str, obj: &Value| {
+        format!(
+            "  ownerReferences:\n  - {{apiVersion: workflow.rxg456.cn/v1alpha1, kind: {kind}, name: {}, uid: {}, controller: true}}\n",
+            text(obj, "/metadata/name"),
+            text(obj, "/metadata/uid")
+        )
+    };
+
+    // 1. A Workflow under a paused group's name, claiming the group, whose step succeeds.
+    let paused = approval_group("claimed", json!({"approvers": ["alice"]}))
+        .replace("spec:\n", "spec:\n  paused: true\n");
+    cluster.apply_yaml_in(&ns, &paused);
+    let group = get(&ns, "workflowgroup/claimed");
+    let group_obj: workflow_operator::api::WorkflowGroup =
+        serde_json::from_value(group.clone()).expect("a WorkflowGroup");
+    let name = workflow_operator::names::workflow_name(&group_obj, "at");
+    as_mallory(format!(
+        "apiVersion: workflow.rxg456.cn/v1alpha1\nkind: Workflow\nmetadata:\n  name: {name}\n  namespace: {ns}\n  labels: {{workflow.rxg456.cn/group-name: claimed, workflow.rxg456.cn/workflow-type: at}}\n{}spec:\n  type: at\n  clusterName: test-cluster\n  targets: [{{name: node-1, ip: 10.9.9.9, role: Master}}]\n  params: {{schedule: '2020-01-01T00:00:00Z', command: 'true'}}\n  steps: [{{name: run, command: 'true'}}]\n",
+        owner("WorkflowGroup", &group)
+    ));
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "workflowgroup",
+        "claimed",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"paused":false}}"#,
+    ]);
+    let message = wait_reason(&ns, "claimed", "TemplateFailed", &mut operator);
+    assert!(
+        message.contains(&format!(
+            "a Workflow named {name} already exists and does not belong to this group"
+        )),
+        "{message}"
+    );
+    poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        "the forged Workflow to fail without running",
+        || {
+            let c = succeeded_condition(&get(&ns, &format!("workflow/{name}")));
+            (c["reason"] == "NotMadeByItsGroup").then_some(()).ok_or(c)
+        },
+        |c| format!("{c}"),
+    );
+    assert!(
+        list(
+            &ns,
+            "pods",
+            Some(&format!("workflow.rxg456.cn/workflow-name={name}"))
+        )
+        .is_empty(),
+        "a step of the forged Workflow ran"
+    );
+
+    // 2. A step that waits for approval: its pod and targets ConfigMap made beforehand.
+    cluster.apply_yaml_in(
+        &ns,
+        &approval_group("gate", json!({"approvers": ["alice"]})),
+    );
+    wait_reason(&ns, "gate", "WaitingForApproval", &mut operator);
+    let wf = workflow_of(&ns, "gate", "at");
+    let wf_obj: workflow_operator::api::Workflow =
+        serde_json::from_value(wf.clone()).expect("a Workflow");
+    let wf_name = text(&wf, "/metadata/name").to_string();
+    let pod = workflow_operator::names::pod_name(&wf_obj, "run", 1);
+    let map = workflow_operator::names::targets_config_map_name(&wf_obj);
+    as_mallory(format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: {map}\n  namespace: {ns}\n{}immutable: true\ndata:\n  targets.json: '[{{\"name\":\"node-1\",\"ip\":\"10.9.9.9\",\"role\":\"Master\"}}]'\n",
+        owner("Workflow", &wf)
+    ));
+    as_mallory(format!(
+        "apiVersion: v1\nkind: Pod\nmetadata:\n  name: {pod}\n  namespace: {ns}\n  labels: {{workflow.rxg456.cn/workflow-uid: {uid}, workflow.rxg456.cn/step: run, workflow.rxg456.cn/attempt: '1'}}\n{}spec:\n  restartPolicy: Never\n  containers: [{{name: step, image: busybox, command: ['/bin/sh', '-c', 'true']}}]\n",
+        owner("Workflow", &wf),
+        uid = text(&wf, "/metadata/uid")
+    ));
+    // Whatever the forged pod does, the step still waits for its approval.
+    std::thread::sleep(Duration::from_secs(3));
+    let status = &get(&ns, &format!("workflow/{wf_name}"))["status"];
+    assert_eq!(status["stepStatus"]["run"], "Pending", "{status}");
+    assert_eq!(
+        succeeded_condition(&get(&ns, "workflowgroup/gate"))["reason"],
+        "WaitingForApproval"
+    );
+    // Approved: the names are taken by objects the operator did not make, and it says so.
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let alice = kubeconfig_as(dir.path(), "alice", &["system:authenticated"]);
+    let (ok, _, err) = cli_with(&alice, &["approve", "gate", "run", "-n", &ns]);
+    assert!(ok, "{err}");
+    for (kind, forged) in [("ConfigMap", &map), ("Pod", &pod)] {
+        poll_until(
+            Duration::from_millis(100),
+            TIMEOUT,
+            &format!("the step to refuse the forged {kind}"),
+            || {
+                let m = condition_message(&get(&ns, &format!("workflow/{wf_name}")));
+                m.contains(&format!(
+                    "{kind} {forged} exists and was not made by the operator for this step"
+                ))
+                .then_some(())
+                .ok_or(m)
+            },
+            |m| m.clone(),
+        );
+        assert_eq!(
+            get(&ns, &format!("workflow/{wf_name}"))["status"]["stepStatus"]["run"],
+            "Pending"
+        );
+        let kind_lower = kind.to_lowercase();
+        cluster.kubectl_ok(&["-n", &ns, "delete", &kind_lower, forged, "--wait=false"]);
+    }
+    // Once they are gone, the step runs its own pod, with the group's targets.
+    wait_group_phase(&ns, "gate", "Completed", &mut operator);
+    let targets = get(&ns, &format!("configmap/{map}"));
+    assert!(
+        !text(&targets, "/data/targets.json").contains("10.9.9.9"),
+        "{targets}"
+    );
+    assert!(
+        get(&ns, &format!("pod/{pod}"))["metadata"]["annotations"]["workflow.rxg456.cn/signature"]
+            .is_string(),
+        "the step's own pod is signed"
+    );
 }

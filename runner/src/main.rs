@@ -53,6 +53,10 @@ struct Args {
         default_value = "/etc/workflow/targets.json"
     )]
     targets_file: PathBuf,
+    /// The SHA-256 (hex) of the targets file as the operator wrote it for this step: a file
+    /// with other content (its ConfigMap replaced by someone else) is refused.
+    #[arg(long, env = "WORKFLOW_TARGETS_SHA256")]
+    targets_sha256: Option<String>,
     /// Only the targets of these roles (comma-separated); all when empty.
     #[arg(
         long,
@@ -291,16 +295,19 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
             other => other.to_string(),
         },
     })?;
+    let secrets = secret_mounts(args);
     let stdin = match &args.stdin_file {
-        Some(path) => read_stdin_file(path)?,
+        Some(path) => {
+            refuse_secret(path, &secrets, "the stdin file")?;
+            read_stdin_file(path)?
+        }
         None => Vec::new(),
     };
     let targets = read_targets(args)?;
     let copies = args
         .copies
         .iter()
-        .map(String::as_str)
-        .map(copy_of)
+        .map(|spec| copy_of(spec, &secrets))
         .collect::<Result<Vec<_>, _>>()?;
     let session = Session {
         user: args.user.clone(),
@@ -316,8 +323,43 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
     Ok((session, targets))
 }
 
+/// What must never reach a target: the SSH key and known hosts files, the folder the fleet's
+/// key is mounted at, and the service account's token folders. As given and as the kernel
+/// resolves them (a Secret volume is links to a hidden folder).
+fn secret_mounts(args: &Args) -> Vec<PathBuf> {
+    [args.key.clone(), args.known_hosts.clone()]
+        .into_iter()
+        .chain(
+            [
+                "/etc/workflow/ssh",
+                "/var/run/secrets/kubernetes.io",
+                "/run/secrets/kubernetes.io",
+            ]
+            .map(PathBuf::from),
+        )
+        .flat_map(|p| [std::fs::canonicalize(&p).ok(), Some(p)])
+        .flatten()
+        .collect()
+}
+
+/// Refuses `path` (`what`) when it is, or resolves to, a file under one of `secrets`.
+fn refuse_secret(path: &std::path::Path, secrets: &[PathBuf], what: &str) -> Result<(), Error> {
+    let resolved = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    if let Some(root) = secrets
+        .iter()
+        .find(|root| path.starts_with(root) || resolved.starts_with(root))
+    {
+        return Err(Error::Usage(format!(
+            "{what} {} is under {}, which holds the SSH key or the service account's token: it is never sent to a target",
+            path.display(),
+            root.display()
+        )));
+    }
+    Ok(())
+}
+
 /// A `--copy` of `SOURCE:DESTINATION[:MODE]`, its source read once for its SHA-256.
-fn copy_of(spec: &str) -> Result<ssh::Copy, Error> {
+fn copy_of(spec: &str, secrets: &[PathBuf]) -> Result<ssh::Copy, Error> {
     use sha2::Digest as _;
     use std::io::Read as _;
     let bad = |why: &str| Error::Usage(format!("--copy {spec:?}: {why}"));
@@ -334,6 +376,7 @@ fn copy_of(spec: &str) -> Result<ssh::Copy, Error> {
     if mode.is_empty() || mode.len() > 4 || !mode.chars().all(|c| ('0'..='7').contains(&c)) {
         return Err(bad("the mode must be octal, e.g. 0755"));
     }
+    refuse_secret(std::path::Path::new(from), secrets, "--copy source")?;
     let mut file = std::fs::File::open(from).map_err(|e| bad(&format!("open {from}: {e}")))?;
     let mut hasher = sha2::Sha256::new();
     let mut buffer = vec![0u8; 64 * 1024];
@@ -381,6 +424,15 @@ fn read_targets(args: &Args) -> Result<Vec<Target>, Error> {
         reason,
     };
     let text = std::fs::read_to_string(&args.targets_file).map_err(|e| failed(e.to_string()))?;
+    if let Some(want) = args.targets_sha256.as_deref().filter(|w| !w.is_empty()) {
+        use sha2::Digest as _;
+        let have = hex::encode(sha2::Sha256::digest(text.as_bytes()));
+        if !have.eq_ignore_ascii_case(want.trim()) {
+            return Err(failed(format!(
+                "it is not the list the operator wrote for this step (its SHA-256 is {have}, the step's is {want}): its ConfigMap was replaced"
+            )));
+        }
+    }
     let targets: Vec<Target> = serde_json::from_str(&text).map_err(|e| failed(e.to_string()))?;
     let roles: Vec<&str> = args
         .roles

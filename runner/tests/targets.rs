@@ -662,3 +662,61 @@ fn node_ready_outside_a_pod_refuses_to_start_and_says_what_it_needs() {
         "{message}"
     );
 }
+
+#[test]
+fn a_file_under_the_key_or_the_token_is_never_sent() {
+    let hosts = Hosts::start(&[2]);
+    let key = hosts.path("client_key");
+    // Through a link from elsewhere too: the kernel's path is what counts.
+    let elsewhere = tempfile::tempdir().expect("temp dir");
+    let link = elsewhere.path().join("innocent.sh");
+    std::os::unix::fs::symlink(&key, &link).expect("symlink");
+    for args in [
+        vec![
+            "--copy".to_string(),
+            format!("{}:/tmp/stolen", key.display()),
+        ],
+        vec![
+            "--copy".to_string(),
+            format!("{}:/tmp/stolen", link.display()),
+        ],
+        vec!["--stdin-file".to_string(), key.display().to_string()],
+        vec!["--stdin-file".to_string(), link.display().to_string()],
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let run = hosts.run(&[("node-1", 2)], &args, "echo ran");
+        assert_eq!(run.code, Some(2), "{args:?}: {}", run.report);
+        assert!(
+            run.report
+                .contains("which holds the SSH key or the service account's token: it is never sent to a target"),
+            "{args:?}: {}",
+            run.report
+        );
+        assert!(!run.log.contains("[node-1] ran"), "{args:?}: {}", run.log);
+    }
+}
+
+#[test]
+fn a_targets_file_other_than_the_one_the_step_was_made_with_is_refused() {
+    let hosts = Hosts::start(&[2]);
+    // The file each run writes is the same list, byte for byte.
+    let first = hosts.run(&[("node-1", 2)], &[], "true");
+    assert_eq!(first.code, Some(0), "{}", first.report);
+    let digest = {
+        use sha2::Digest as _;
+        let list = std::fs::read(hosts.path("targets.json")).expect("targets.json");
+        hex::encode(sha2::Sha256::digest(list))
+    };
+    let run = hosts.run(&[("node-1", 2)], &["--targets-sha256", &digest], "echo ran");
+    assert_eq!(run.code, Some(0), "{}", run.report);
+    let other = "0".repeat(64);
+    let run = hosts.run(&[("node-1", 2)], &["--targets-sha256", &other], "echo ran");
+    assert_eq!(run.code, Some(2), "{}", run.report);
+    assert!(
+        run.report
+            .contains("it is not the list the operator wrote for this step"),
+        "{}",
+        run.report
+    );
+    assert!(!run.log.contains("[node-1] ran"), "{}", run.log);
+}

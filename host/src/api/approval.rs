@@ -23,6 +23,7 @@ use serde::{Deserialize, Serialize};
     printcolumn = r#"{"name":"Run","type":"integer","jsonPath":".spec.run"}"#,
     printcolumn = r#"{"name":"Decision","type":"string","jsonPath":".spec.decision"}"#,
     printcolumn = r#"{"name":"Approver","type":"string","jsonPath":".spec.approver"}"#,
+    printcolumn = r#"{"name":"Content","type":"string","priority":1,"jsonPath":".spec.digest"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new("self == oldSelf").message("an Approval cannot be changed: delete it and create another"))]
@@ -31,6 +32,21 @@ pub struct ApprovalSpec {
     /// The Workflow whose step it approves.
     #[schemars(length(min = 1, max = 253))]
     pub workflow: String,
+    /// The UID of that Workflow: an Approval counts for the Workflow it was given for, not for
+    /// another made later under the same name.
+    #[serde(
+        rename = "workflowUID",
+        default,
+        skip_serializing_if = "String::is_empty"
+    )]
+    #[schemars(length(max = 64))]
+    pub workflow_uid: String,
+    /// What it approves: the digest of what the step runs (`sha256:<hex>` of its command,
+    /// image, environment, pod template and targets), as the waiting step's status shows it.
+    /// An Approval of other content does not count.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = 80))]
+    pub digest: String,
     /// The step.
     #[schemars(length(min = 1, max = 63))]
     pub step: String,
@@ -79,6 +95,12 @@ pub struct StepApproval {
     pub approvers: Vec<String>,
     /// How many different approvers must approve.
     pub required: u32,
+    /// What an approval approves: the digest of what the step runs (`sha256:<hex>`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub digest: String,
+    /// What the step runs, in one line: its command, image and targets.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub content: String,
     /// The approvers whose approval counts, so far.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub approved_by: Vec<String>,

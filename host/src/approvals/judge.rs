@@ -5,7 +5,7 @@
 use k8s_openapi::api::admissionregistration::v1::{
     ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 use workflow_model::{ApprovalRequest, ApprovalTimeout};
 
@@ -22,6 +22,10 @@ pub struct Given {
     pub comment: String,
     /// When it was created (Unix seconds).
     pub created: i64,
+    /// The UID of the Workflow it was given for.
+    pub workflow_uid: String,
+    /// The digest of what it approves.
+    pub digest: String,
 }
 
 impl Given {
@@ -38,7 +42,30 @@ impl Given {
                 .creation_timestamp
                 .as_ref()
                 .map_or(0, |t| t.0.as_second()),
+            workflow_uid: spec.workflow_uid.clone(),
+            digest: spec.digest.clone(),
         }
+    }
+}
+
+/// What a waiting step asks to be approved: the Workflow (by UID) and what the step runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Asked<'a> {
+    /// The UID of the step's Workflow.
+    pub workflow_uid: &'a str,
+    /// The digest of what the step runs.
+    pub digest: &'a str,
+    /// The same, in one line for a person.
+    pub content: &'a str,
+}
+
+impl Asked<'_> {
+    /// Whether `given` was given for this: for this Workflow (not one made before it under
+    /// the same name), for this content, and once the step asked (at `since`).
+    fn answered_by(&self, given: &Given, since: i64) -> bool {
+        given.workflow_uid == self.workflow_uid
+            && given.digest == self.digest
+            && given.created >= since
     }
 }
 
@@ -46,14 +73,98 @@ impl Given {
 /// created an Approval (`crds/approval-policy.yaml`).
 pub const POLICY: &str = "approvals.workflow.rxg456.cn";
 
-/// The check of the policy that the policy must hold, so that an edited one is not trusted.
-const APPROVER_RULE: &str = "object.spec.approver == request.userInfo.username";
+/// The policy and its binding as shipped (`crds/approval-policy.yaml`): the operator trusts
+/// Approvals only while the API server holds exactly these.
+const SHIPPED: &str = include_str!("../../../crds/approval-policy.yaml");
 
 /// Since when (Unix seconds) Approvals can be trusted: the policy and its binding, as they
 /// are, were in force from then on. Otherwise why not.
 pub type Trust = Result<i64, String>;
 
-/// Whether `policy` and `binding` make approvers trustworthy, and since when.
+/// The specs of the shipped policy and binding, as JSON without empty values.
+fn shipped() -> &'static (serde_json::Value, serde_json::Value) {
+    static SPECS: std::sync::LazyLock<(serde_json::Value, serde_json::Value)> =
+        std::sync::LazyLock::new(|| {
+            let mut docs = SHIPPED
+                .split("\n---\n")
+                .filter_map(|d| serde_saphyr::from_str::<serde_json::Value>(d).ok())
+                .map(|d| without_empty(d["spec"].clone()));
+            let policy = docs.next().unwrap_or_default();
+            let binding = docs.next().unwrap_or_default();
+            (policy, binding)
+        });
+    &SPECS
+}
+
+/// `value` without nulls, empty lists and empty objects (at any depth): what the API server
+/// may leave out or write out without changing the meaning.
+fn without_empty(value: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value;
+    match value {
+        Value::Object(map) => Value::Object(
+            map.into_iter()
+                .map(|(k, v)| (k, without_empty(v)))
+                .filter(|(_, v)| !is_empty(v))
+                .collect(),
+        ),
+        Value::Array(items) => Value::Array(items.into_iter().map(without_empty).collect()),
+        other => other,
+    }
+}
+
+fn is_empty(value: &serde_json::Value) -> bool {
+    match value {
+        serde_json::Value::Null => true,
+        serde_json::Value::Array(a) => a.is_empty(),
+        serde_json::Value::Object(o) => o.is_empty(),
+        _ => false,
+    }
+}
+
+/// The first place (a JSON path) where `have` differs from `want`, if any.
+fn first_difference(
+    have: &serde_json::Value,
+    want: &serde_json::Value,
+    at: &str,
+) -> Option<String> {
+    use serde_json::Value;
+    match (have, want) {
+        (Value::Object(h), Value::Object(w)) => {
+            w.keys()
+                .chain(h.keys())
+                .find_map(|k| match (h.get(k), w.get(k)) {
+                    (Some(hv), Some(wv)) => first_difference(hv, wv, &format!("{at}.{k}")),
+                    _ => Some(format!("{at}.{k}")),
+                })
+        }
+        (Value::Array(h), Value::Array(w)) if h.len() == w.len() => h
+            .iter()
+            .zip(w)
+            .enumerate()
+            .find_map(|(i, (hv, wv))| first_difference(hv, wv, &format!("{at}[{i}]"))),
+        _ => (have != want).then(|| at.to_string()),
+    }
+}
+
+/// When `meta`'s object last changed as far as the API server records it: its creation, or
+/// the latest write of any field manager to it (its status aside).
+fn last_changed(meta: &ObjectMeta) -> i64 {
+    let created = meta
+        .creation_timestamp
+        .as_ref()
+        .map_or(i64::MAX, |t| t.0.as_second());
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.subresource.as_deref().unwrap_or_default().is_empty())
+        .filter_map(|f| f.time.as_ref().map(|t| t.0.as_second()))
+        .fold(created, i64::max)
+}
+
+/// Whether `policy` and `binding` make approvers trustworthy, and since when: only while both
+/// are exactly as shipped (every validation, the match constraints and conditions, the failure
+/// policy, the binding's actions and scope), and only from their last change on, so that an
+/// Approval made while they were weakened never counts, even once they are restored.
 pub fn trust_of(
     policy: Option<&ValidatingAdmissionPolicy>,
     binding: Option<&ValidatingAdmissionPolicyBinding>,
@@ -62,33 +173,31 @@ pub fn trust_of(
     let policy = policy.ok_or_else(|| {
         format!("the ValidatingAdmissionPolicy {POLICY}, which records who approves, is not installed {install}")
     })?;
-    let spec = policy.spec.clone().unwrap_or_default();
-    let checks = spec
-        .validations
-        .iter()
-        .flatten()
-        .any(|v| v.expression == APPROVER_RULE);
-    if !checks || spec.failure_policy.as_deref().unwrap_or("Fail") != "Fail" {
-        return Err(format!(
-            "the ValidatingAdmissionPolicy {POLICY} no longer checks that spec.approver is the user who creates an Approval, with failurePolicy Fail {install}"
-        ));
-    }
     let binding = binding.ok_or_else(|| {
         format!("the ValidatingAdmissionPolicyBinding {POLICY} is not installed {install}")
     })?;
-    let bound = binding.spec.as_ref().is_some_and(|b| {
-        b.policy_name.as_deref() == Some(POLICY)
-            && b.validation_actions.iter().flatten().any(|a| a == "Deny")
-            && b.match_resources.is_none()
-    });
-    if !bound {
+    let (want_policy, want_binding) = shipped();
+    let have =
+        |spec: serde_json::Result<serde_json::Value>| without_empty(spec.unwrap_or_default());
+    if let Some(at) = first_difference(
+        &have(serde_json::to_value(&policy.spec)),
+        want_policy,
+        "spec",
+    ) {
         return Err(format!(
-            "the ValidatingAdmissionPolicyBinding {POLICY} does not deny what {POLICY} refuses everywhere {install}"
+            "the ValidatingAdmissionPolicy {POLICY} is not as shipped (it differs at {at}), so it may not check that spec.approver is the user who creates an Approval {install}"
         ));
     }
-    let created = |t: Option<&Time>| t.map_or(i64::MAX, |t| t.0.as_second());
-    Ok(created(policy.metadata.creation_timestamp.as_ref())
-        .max(created(binding.metadata.creation_timestamp.as_ref())))
+    if let Some(at) = first_difference(
+        &have(serde_json::to_value(&binding.spec)),
+        want_binding,
+        "spec",
+    ) {
+        return Err(format!(
+            "the ValidatingAdmissionPolicyBinding {POLICY} is not as shipped (it differs at {at}), so it may not deny what {POLICY} refuses everywhere {install}"
+        ));
+    }
+    Ok(last_changed(&policy.metadata).max(last_changed(&binding.metadata)))
 }
 
 /// The Approvals of a step that count under `trust`, and what to say of the others: one made
@@ -119,6 +228,12 @@ pub fn trusted(given: Vec<Given>, trust: &Trust) -> (Vec<Given>, Option<String>)
     }
 }
 
+/// `sha256:` and the first 12 hex digits of `digest`: enough to tell contents apart in a
+/// message.
+pub fn short(digest: &str) -> &str {
+    workflow_model::text::prefix(digest, "sha256:".len() + 12)
+}
+
 fn names<'a>(given: impl Iterator<Item = &'a Given>) -> String {
     given
         .map(|g| format!("{} ({})", g.approver, g.name))
@@ -147,10 +262,27 @@ fn counts(approvers: &[String], given: &Given) -> bool {
         })
 }
 
-/// The approvers whose approval counts for `record`, in the order of `given`: what the status
-/// of a step that started records, again at every reconcile (so that a reconcile on a cache
-/// older than the start cannot lose it).
-pub fn approved_by(record: &StepApproval, given: &[Given]) -> Vec<String> {
+/// The approvers whose approval counts for `record` of a step of the Workflow `workflow_uid`,
+/// in the order of `given`: what the status of a step that started records, again at every
+/// reconcile (so that a reconcile on a cache older than the start cannot lose it). A record
+/// written before approvals named their content keeps the approvers of any content.
+pub fn approved_by(record: &StepApproval, workflow_uid: &str, given: &[Given]) -> Vec<String> {
+    let asked = Asked {
+        workflow_uid,
+        digest: &record.digest,
+        content: &record.content,
+    };
+    let since = record.since.0.as_second();
+    let given: Vec<Given> = given
+        .iter()
+        .filter(|g| record.digest.is_empty() || asked.answered_by(g, since))
+        .cloned()
+        .collect();
+    approvers(record, &given)
+}
+
+/// The approvers of `given` whose approval counts for `record`, each once.
+fn approvers(record: &StepApproval, given: &[Given]) -> Vec<String> {
     let mut by = Vec::new();
     for g in given {
         if g.decision == ApprovalDecision::Approve
@@ -163,11 +295,13 @@ pub fn approved_by(record: &StepApproval, given: &[Given]) -> Vec<String> {
     by
 }
 
-/// Decides a step `step` that asks for approval per `request`, waiting since `since`, given
-/// the Approvals of it in its run, at `now` (Unix seconds).
+/// Decides a step `step` that asks for approval per `request` of what `asked` says, waiting
+/// since `since`, given the Approvals of it in its run, at `now` (Unix seconds). Only
+/// Approvals given for `asked`, after `since`, count.
 pub fn judge(
     step: &str,
     request: &ApprovalRequest,
+    asked: Asked<'_>,
     since: i64,
     given: &[Given],
     now: i64,
@@ -187,7 +321,14 @@ pub fn judge(
             ApprovalTimeout::Fail => "Fail".into(),
             ApprovalTimeout::Start => "Start".into(),
         },
+        digest: asked.digest.to_string(),
+        content: asked.content.to_string(),
     };
+    let (given, other): (Vec<Given>, Vec<Given>) = given
+        .iter()
+        .cloned()
+        .partition(|g| asked.answered_by(g, since));
+    let given = given.as_slice();
     let (counted, ignored): (Vec<&Given>, Vec<&Given>) =
         given.iter().partition(|g| counts(&request.approvers, g));
     if let Some(no) = counted
@@ -204,7 +345,7 @@ pub fn judge(
             no.approver, no.name
         ));
     }
-    record.approved_by = approved_by(&record, given);
+    record.approved_by = approvers(&record, given);
     let have = u32::try_from(record.approved_by.len()).unwrap_or(u32::MAX);
     if have >= record.required {
         return Judged::Start(record);
@@ -239,14 +380,23 @@ pub fn judge(
         };
         message.push_str(&format!("; it {then} at {}", fmt_time(deadline)));
     }
-    let ignored: Vec<String> = ignored
-        .iter()
-        .map(|g| format!("{} ({})", g.approver, g.name))
-        .collect();
+    if !asked.content.is_empty() {
+        message.push_str(&format!(
+            "; runs {} (content {})",
+            asked.content,
+            short(asked.digest)
+        ));
+    }
     if !ignored.is_empty() {
         message.push_str(&format!(
             "; not an approver, ignored: {}",
-            ignored.join(", ")
+            names(ignored.into_iter())
+        ));
+    }
+    if !other.is_empty() {
+        message.push_str(&format!(
+            "; not counted, given for other content, another Workflow of this name or before the step asked: {}",
+            names(other.iter())
         ));
     }
     Judged::Waiting(record, message, deadline)
@@ -264,8 +414,16 @@ mod tests {
             decision,
             comment: "looked at it".into(),
             created: NOW,
+            workflow_uid: ASKED.workflow_uid.into(),
+            digest: ASKED.digest.into(),
         }
     }
+
+    const ASKED: Asked<'static> = Asked {
+        workflow_uid: "uid-w",
+        digest: "sha256:0123456789abcdef",
+        content: "`reboot` in workflow-step:dev with 1 target: node-1 (10.0.0.1)",
+    };
 
     fn policy_objects() -> (ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding) {
         let docs: Vec<serde_json::Value> = include_str!("../../../crds/approval-policy.yaml")
@@ -303,6 +461,75 @@ mod tests {
             b.validation_actions = Some(vec!["Warn".into()]);
         }
         assert!(trust_of(Some(&policy), Some(&warn_only)).is_err());
+        // Every part counts, not only the approver's rule: the groups' rule, the match
+        // constraints, match conditions, the failure policy, the binding's scope.
+        let weakened: [fn(&mut ValidatingAdmissionPolicy); 4] = [
+            |p| {
+                p.spec.as_mut().unwrap().validations.as_mut().unwrap().pop();
+            },
+            |p| {
+                let rules = &mut p.spec.as_mut().unwrap().match_constraints.as_mut().unwrap();
+                rules.resource_rules.as_mut().unwrap()[0].operations = Some(vec!["UPDATE".into()]);
+            },
+            |p| {
+                p.spec.as_mut().unwrap().match_conditions = Some(vec![
+                    k8s_openapi::api::admissionregistration::v1::MatchCondition {
+                        name: "not-mallory".into(),
+                        expression: "request.userInfo.username != 'mallory'".into(),
+                    },
+                ]);
+            },
+            |p| p.spec.as_mut().unwrap().failure_policy = Some("Ignore".into()),
+        ];
+        for weaken in weakened {
+            let mut p = policy.clone();
+            weaken(&mut p);
+            let Err(why) = trust_of(Some(&p), Some(&binding)) else {
+                panic!("a weakened policy is trusted: {:?}", p.spec);
+            };
+            assert!(
+                why.contains("is not as shipped (it differs at spec."),
+                "{why}"
+            );
+        }
+        let mut narrowed = binding.clone();
+        narrowed.spec.as_mut().unwrap().match_resources = Some(Default::default());
+        narrowed
+            .spec
+            .as_mut()
+            .unwrap()
+            .match_resources
+            .as_mut()
+            .unwrap()
+            .namespace_selector = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector {
+                match_labels: Some([("audited".to_string(), "yes".to_string())].into()),
+                ..Default::default()
+            },
+        );
+        let Err(why) = trust_of(Some(&policy), Some(&narrowed)) else {
+            panic!("a narrowed binding is trusted");
+        };
+        assert!(why.contains("differs at spec.matchResources"), "{why}");
+        // Weakened, then restored: trusted again only from the restoring write on (the API
+        // server's record of the last write), so what was made in between never counts.
+        let mut restored = policy.clone();
+        restored.metadata.managed_fields = Some(vec![
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+                manager: Some("kubectl".into()),
+                operation: Some("Update".into()),
+                time: Timestamp::from_second(NOW - 10).ok().map(Time),
+                ..Default::default()
+            },
+            // The API server's own status write does not count as a change.
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry {
+                manager: Some("kube-apiserver".into()),
+                subresource: Some("status".into()),
+                time: Timestamp::from_second(NOW).ok().map(Time),
+                ..Default::default()
+            },
+        ]);
+        assert_eq!(trust_of(Some(&restored), Some(&binding)), Ok(NOW - 10));
 
         // Made before the binding existed: not counted, and said so.
         let mut early = given("alice", &[], ApprovalDecision::Approve);
@@ -332,9 +559,14 @@ mod tests {
             .approvers(["alice", "group:dba"])
             .count(2);
         let alice = given("alice", &[], ApprovalDecision::Approve);
-        let Judged::Waiting(record, message, deadline) =
-            judge("restart", &request, NOW, std::slice::from_ref(&alice), NOW)
-        else {
+        let Judged::Waiting(record, message, deadline) = judge(
+            "restart",
+            &request,
+            ASKED,
+            NOW,
+            std::slice::from_ref(&alice),
+            NOW,
+        ) else {
             panic!("one of two approvals waits");
         };
         assert_eq!(record.approved_by, ["alice"]);
@@ -350,6 +582,7 @@ mod tests {
         let Judged::Start(record) = judge(
             "restart",
             &request,
+            ASKED,
             NOW,
             &[alice.clone(), alice.clone(), bob],
             NOW,
@@ -360,10 +593,73 @@ mod tests {
     }
 
     #[test]
+    fn only_an_approval_of_this_workflow_and_content_given_after_the_step_asked_counts() {
+        let request = ApprovalRequest::new("reboots").approvers(["alice"]);
+        let alice = given("alice", &[], ApprovalDecision::Approve);
+        let other = |f: fn(&mut Given)| {
+            let mut g = alice.clone();
+            f(&mut g);
+            g
+        };
+        let not_counted = [
+            // Given for the Workflow of this name that was deleted and made again.
+            other(|g| g.workflow_uid = "uid-old".into()),
+            // Given for other content: another command, image, template or targets.
+            other(|g| g.digest = "sha256:fedcba9876543210".into()),
+            // Given before the step asked.
+            other(|g| g.created = NOW - 1),
+            // Given with neither (an Approval made without `approve`).
+            other(|g| {
+                g.workflow_uid.clear();
+                g.digest.clear();
+            }),
+        ];
+        for stale in &not_counted {
+            let Judged::Waiting(record, message, _) = judge(
+                "run",
+                &request,
+                ASKED,
+                NOW,
+                std::slice::from_ref(stale),
+                NOW + 5,
+            ) else {
+                panic!("{stale:?} must not count");
+            };
+            assert!(record.approved_by.is_empty(), "{stale:?}");
+            assert!(
+                message.ends_with(
+                    "; not counted, given for other content, another Workflow of this name or before the step asked: alice (a-alice)"
+                ),
+                "{message}"
+            );
+            // What it asks to approve is in the message and the record.
+            assert!(
+                message.contains("; runs `reboot` in workflow-step:dev with 1 target: node-1 (10.0.0.1) (content sha256:0123456789ab)"),
+                "{message}"
+            );
+            assert_eq!(record.digest, ASKED.digest);
+        }
+        // Nor does a rejection given for something else veto it.
+        let stale_no = other(|g| {
+            g.digest = "sha256:fedcba9876543210".into();
+            g.decision = ApprovalDecision::Reject;
+        });
+        assert!(matches!(
+            judge("run", &request, ASKED, NOW, &[stale_no], NOW + 5),
+            Judged::Waiting(..)
+        ));
+        assert!(matches!(
+            judge("run", &request, ASKED, NOW, &[alice], NOW + 5),
+            Judged::Start(_)
+        ));
+    }
+
+    #[test]
     fn an_approval_by_someone_not_named_does_not_count_and_is_said_to_be_ignored() {
         let request = ApprovalRequest::new("").approvers(["alice"]);
         let mallory = given("mallory", &["dba"], ApprovalDecision::Approve);
-        let Judged::Waiting(record, message, _) = judge("s", &request, NOW, &[mallory], NOW) else {
+        let Judged::Waiting(record, message, _) = judge("s", &request, ASKED, NOW, &[mallory], NOW)
+        else {
             panic!("mallory does not count");
         };
         assert!(record.approved_by.is_empty());
@@ -375,7 +671,7 @@ mod tests {
         let anyone = ApprovalRequest::new("");
         let carol = given("carol", &[], ApprovalDecision::Approve);
         assert!(matches!(
-            judge("s", &anyone, NOW, &[carol], NOW),
+            judge("s", &anyone, ASKED, NOW, &[carol], NOW),
             Judged::Start(_)
         ));
     }
@@ -385,12 +681,12 @@ mod tests {
         let request = ApprovalRequest::new("").approvers(["alice"]);
         let no = given("alice", &[], ApprovalDecision::Reject);
         assert_eq!(
-            judge("s", &request, NOW, &[no], NOW),
+            judge("s", &request, ASKED, NOW, &[no], NOW),
             Judged::Refused("step s was rejected by alice (Approval a-alice): looked at it".into())
         );
         let stranger = given("eve", &[], ApprovalDecision::Reject);
         assert!(matches!(
-            judge("s", &request, NOW, &[stranger], NOW),
+            judge("s", &request, ASKED, NOW, &[stranger], NOW),
             Judged::Waiting(..)
         ));
     }
@@ -398,7 +694,8 @@ mod tests {
     #[test]
     fn at_its_timeout_a_step_fails_or_starts_as_its_gate_said() {
         let fail = ApprovalRequest::new("").timeout_secs(60, ApprovalTimeout::Fail);
-        let Judged::Waiting(record, message, deadline) = judge("s", &fail, NOW, &[], NOW + 59)
+        let Judged::Waiting(record, message, deadline) =
+            judge("s", &fail, ASKED, NOW, &[], NOW + 59)
         else {
             panic!("waits before its timeout");
         };
@@ -408,7 +705,7 @@ mod tests {
             message.contains("; it fails at 2023-11-14T22:14:20Z"),
             "{message}"
         );
-        let Judged::Refused(why) = judge("s", &fail, NOW, &[], NOW + 60) else {
+        let Judged::Refused(why) = judge("s", &fail, ASKED, NOW, &[], NOW + 60) else {
             panic!("fails at its timeout");
         };
         assert!(
@@ -417,7 +714,7 @@ mod tests {
         );
         let start = ApprovalRequest::new("").timeout_secs(60, ApprovalTimeout::Start);
         assert!(matches!(
-            judge("s", &start, NOW, &[], NOW + 61),
+            judge("s", &start, ASKED, NOW, &[], NOW + 61),
             Judged::Start(r) if r.approved_by.is_empty()
         ));
     }

@@ -30,6 +30,9 @@ pub struct Approvals {
     by_workflow: Mutex<HashMap<(String, String), BTreeSet<String>>>,
     /// Whether the approval policy is in force, when last asked.
     trust: Mutex<Option<(Instant, Trust)>>,
+    /// When this process last found the policy not in force (Unix seconds): Approvals made
+    /// until then never count, whatever the API server's record of the last change says.
+    last_untrusted: Mutex<Option<i64>>,
 }
 
 impl Approvals {
@@ -39,6 +42,7 @@ impl Approvals {
             store,
             by_workflow: Mutex::default(),
             trust: Mutex::default(),
+            last_untrusted: Mutex::default(),
         }
     }
 
@@ -73,7 +77,8 @@ impl Approvals {
             policies.get_opt(POLICY).await,
             bindings.get_opt(POLICY).await,
         ) {
-            (Ok(policy), Ok(binding)) => trust_of(policy.as_ref(), binding.as_ref()),
+            (Ok(policy), Ok(binding)) => self.remember(trust_of(policy.as_ref(), binding.as_ref())),
+            // A read error says nothing of the policy.
             (Err(e), _) | (_, Err(e)) => {
                 Err(format!("cannot read the admission policy {POLICY}: {e}"))
             }
@@ -81,6 +86,22 @@ impl Approvals {
         *self.trust.lock().unwrap_or_else(PoisonError::into_inner) =
             Some((Instant::now(), trust.clone()));
         trust
+    }
+
+    /// `trust` as this process has seen the policy: not before the last time it found it not in
+    /// force, whatever the API server's record of the last change says.
+    fn remember(&self, trust: Trust) -> Trust {
+        let mut last = self
+            .last_untrusted
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        match trust {
+            Ok(since) => Ok(last.map_or(since, |bad| since.max(bad.saturating_add(1)))),
+            Err(why) => {
+                *last = Some(k8s_openapi::jiff::Timestamp::now().as_second());
+                Err(why)
+            }
+        }
     }
 
     /// The Approvals of `workflow`'s steps in its current run, by step, from the cache.

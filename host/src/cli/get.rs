@@ -9,8 +9,11 @@ use kube::api::{Api, ListParams, LogParams};
 use kube::{Client, ResourceExt};
 
 use super::tree::group_tree;
+use workflow_model::text;
+
 use crate::api::{
-    Approval, ApprovalDecision, ApprovalSpec, LABEL_GROUP_NAME, Workflow, WorkflowGroup,
+    Approval, ApprovalDecision, ApprovalSpec, LABEL_GROUP_NAME, LABEL_WORKFLOW_UID, Workflow,
+    WorkflowGroup,
 };
 use crate::controllers::workflow::pod::CONTAINER;
 use crate::names::approval_name;
@@ -83,38 +86,89 @@ pub fn logs(group: &str, step: &str, namespace: Option<String>) -> anyhow::Resul
     })
 }
 
-/// The Workflows of a group that have step `step` (`step` or `type/step`), and the step's name.
+/// The Workflows of a group that have step `step` (`step`, `type/step` or `workflow/step`),
+/// and the step's name.
 fn with_step<'a, 's>(
     workflows: &'a [Workflow],
     ns: &str,
     group: &str,
     step: &'s str,
 ) -> anyhow::Result<(Vec<&'a Workflow>, &'s str)> {
-    let (type_, step) = match step.split_once('/') {
+    let (within, step) = match step.split_once('/') {
         Some((t, s)) => (Some(t), s),
         None => (None, step),
     };
     let found: Vec<&Workflow> = workflows
         .iter()
-        .filter(|w| type_.is_none_or(|t| w.spec.type_ == t))
+        .filter(|w| within.is_none_or(|t| w.spec.type_ == t || w.name_any() == t))
         .filter(|w| w.spec.steps.iter().any(|s| s.name == step))
         .collect();
     if found.is_empty() {
         bail!(
             "group {ns}/{group} has no step {step:?}{} (yet)",
-            type_.map(|t| format!(" of type {t}")).unwrap_or_default()
+            within.map(|t| format!(" in {t}")).unwrap_or_default()
         );
     }
     Ok((found, step))
 }
 
-/// Approves (or rejects) step `step` (`step` or `type/step`) of group `group` in its current
-/// run, as the current user: creates an Approval whose approver is that user (as the API
-/// server says, `SelfSubjectReview`), with the user's groups that the step's gate names.
+/// Whether `step` of `workflow` waits for approval now: its gate asked (the status records
+/// what it asks to approve) and it has not started.
+fn waits_for_approval(workflow: &Workflow, step: &str) -> bool {
+    let Some(status) = workflow.status.as_ref() else {
+        return false;
+    };
+    let pending = status
+        .step_status
+        .get(step)
+        .is_none_or(|p| *p == crate::api::Phase::Pending);
+    let detail = status.step_details.get(step);
+    pending
+        && detail.is_some_and(|d| d.pod.is_none())
+        && detail
+            .and_then(|d| d.approval.as_ref())
+            .is_some_and(|a| !a.digest.is_empty())
+}
+
+/// The one Workflow of `found` whose `step` waits for approval: in a rollout, the wave that
+/// waits.
+fn waiting<'a>(found: &[&'a Workflow], step: &str, group: &str) -> anyhow::Result<&'a Workflow> {
+    let waiting: Vec<&Workflow> = found
+        .iter()
+        .copied()
+        .filter(|w| waits_for_approval(w, step))
+        .collect();
+    match waiting[..] {
+        [workflow] => Ok(workflow),
+        [] => {
+            let names: Vec<String> = found.iter().map(|w| w.name_any()).collect();
+            bail!(
+                "step {step} of group {group} does not wait for approval now (in {}); `workflow-operator get wfg {group}` shows where it stands",
+                names.join(", ")
+            )
+        }
+        _ => bail!(
+            "step {step} waits for approval in {} workflows of group {group} ({}): name one as <workflow>/{step}",
+            waiting.len(),
+            waiting
+                .iter()
+                .map(|w| w.name_any())
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
+/// Approves (or rejects) step `step` (`step`, `type/step` or `workflow/step`) of group
+/// `group` in its current run, as the current user: creates an Approval of what the step runs
+/// now (its Workflow's UID and the digest its status shows), whose approver is that user (as
+/// the API server says, `SelfSubjectReview`), with the user's groups that the step's gate
+/// names. Its name is generated, so that no one can take it beforehand.
 ///
 /// # Errors
-/// No kubeconfig, no such group or step, several Workflows with that step, or the API server
-/// refused the Approval (no right to create one, or the admission policy).
+/// No kubeconfig, no such group or step, the step does not wait for approval (or waits in
+/// several Workflows), the user already decided on it, or the API server refused the Approval
+/// (no right to create one, or the admission policy).
 pub fn approve(
     group: &str,
     step: &str,
@@ -122,52 +176,59 @@ pub fn approve(
     reject: bool,
     comment: Option<String>,
 ) -> anyhow::Result<u8> {
-    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
     use kube::api::PostParams;
     runtime()?.block_on(async {
         let (client, ns) = connect(namespace).await?;
         let (_, workflows) = group_and_workflows(&client, &ns, group).await?;
         let (found, step) = with_step(&workflows, &ns, group, step)?;
-        let [workflow] = found[..] else {
-            bail!(
-                "group {ns}/{group} has step {step:?} in {} workflows ({}): name it as <type>/{step}",
-                found.len(),
-                found.iter().map(|w| w.spec.type_.as_str()).collect::<Vec<_>>().join(", ")
-            );
-        };
-        let review = Api::<SelfSubjectReview>::all(client.clone())
-            .create(&PostParams::default(), &SelfSubjectReview::default())
-            .await
-            .context("asking the API server who you are (SelfSubjectReview)")?;
-        let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
-        let username = user
-            .username
-            .filter(|u| !u.is_empty())
-            .ok_or_else(|| anyhow!("the API server does not say who you are"))?;
-        let status = workflow.status.clone().unwrap_or_default();
-        let named = status
-            .step_details
-            .get(step)
-            .and_then(|d| d.approval.as_ref())
-            .map(|a| a.approvers.clone())
-            .unwrap_or_default();
-        let groups: Vec<String> = user
-            .groups
-            .unwrap_or_default()
+        let workflow = waiting(&found, step, group)?;
+        let (username, user_groups) = who_am_i(&client).await?;
+        let record = workflow
+            .status
+            .as_ref()
+            .and_then(|s| s.step_details.get(step))
+            .and_then(|d| d.approval.clone())
+            .ok_or_else(|| anyhow!("step {step} of {} has no approval record", workflow.name_any()))?;
+        let groups: Vec<String> = user_groups
             .into_iter()
-            .filter(|g| named.iter().any(|n| n.strip_prefix("group:") == Some(g.as_str())))
+            .filter(|g| {
+                record
+                    .approvers
+                    .iter()
+                    .any(|n| n.strip_prefix("group:") == Some(g.as_str()))
+            })
             .collect();
         let run = crate::api::run_of(workflow);
-        let name = approval_name(&workflow.name_any(), step, run, &username);
+        let uid = workflow.uid().unwrap_or_default();
+        let api: Api<Approval> = Api::namespaced(client, &ns);
+        let mine = api
+            .list(&ListParams::default().labels(&format!("{LABEL_WORKFLOW_UID}={uid}")))
+            .await
+            .with_context(|| format!("listing the Approvals of {ns}/{}", workflow.name_any()))?;
+        if let Some(earlier) = mine.items.iter().find(|a| {
+            a.spec.approver == username
+                && a.spec.step == step
+                && a.spec.run == run
+                && a.spec.workflow_uid == uid
+                && a.spec.digest == record.digest
+        }) {
+            bail!(
+                "you ({username}) have already decided on step {step} of {} in run {run}: Approval {ns}/{}",
+                workflow.name_any(),
+                earlier.name_any()
+            );
+        }
         let decision = if reject {
             ApprovalDecision::Reject
         } else {
             ApprovalDecision::Approve
         };
         let mut approval = Approval::new(
-            &name,
+            "",
             ApprovalSpec {
                 workflow: workflow.name_any(),
+                workflow_uid: uid.clone(),
+                digest: record.digest.clone(),
                 step: step.to_string(),
                 run,
                 approver: username.clone(),
@@ -176,22 +237,43 @@ pub fn approve(
                 comment: comment.unwrap_or_default(),
             },
         );
+        approval.metadata.name = None;
+        approval.metadata.generate_name = Some(format!(
+            "{}-",
+            approval_name(&workflow.name_any(), step, run, &username)
+        ));
         approval.metadata.namespace = Some(ns.clone());
-        let api: Api<Approval> = Api::namespaced(client, &ns);
-        match api.create(&PostParams::default(), &approval).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                bail!("you ({username}) have already decided on step {step} of {} in run {run}: Approval {ns}/{name}", workflow.name_any())
-            }
-            Err(e) => return Err(anyhow!(e).context(format!("creating Approval {ns}/{name}"))),
-        }
+        approval.metadata.labels = Some([(LABEL_WORKFLOW_UID.to_string(), uid)].into());
+        let created = api
+            .create(&PostParams::default(), &approval)
+            .await
+            .with_context(|| format!("creating an Approval in {ns}"))?;
         let verb = if reject { "rejected" } else { "approved" };
         println!(
-            "{verb} step {step} of workflow {} (run {run}) as {username}: Approval {ns}/{name}",
-            workflow.name_any()
+            "{verb} step {step} of workflow {} (run {run}) as {username}: Approval {ns}/{}",
+            workflow.name_any(),
+            created.name_any()
         );
+        println!("  what it runs: {}", text::escape_controls(&record.content));
+        println!("  content: {}", record.digest);
         Ok(0)
     })
+}
+
+/// The user the API server says the kubeconfig is, and the user's groups.
+async fn who_am_i(client: &Client) -> anyhow::Result<(String, Vec<String>)> {
+    use k8s_openapi::api::authentication::v1::SelfSubjectReview;
+    use kube::api::PostParams;
+    let review = Api::<SelfSubjectReview>::all(client.clone())
+        .create(&PostParams::default(), &SelfSubjectReview::default())
+        .await
+        .context("asking the API server who you are (SelfSubjectReview)")?;
+    let user = review.status.and_then(|s| s.user_info).unwrap_or_default();
+    let username = user
+        .username
+        .filter(|u| !u.is_empty())
+        .ok_or_else(|| anyhow!("the API server does not say who you are"))?;
+    Ok((username, user.groups.unwrap_or_default()))
 }
 
 fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {

@@ -174,6 +174,18 @@ fn step_branch(
         line.push_str("  (waiting for its dependencies)");
     }
     let _ = writeln!(out, "{line}");
+    if let Some(asked) = detail
+        .approval
+        .as_ref()
+        .filter(|a| phase == Phase::Pending && detail.pod.is_none() && !a.digest.is_empty())
+    {
+        let _ = writeln!(
+            out,
+            "{indent}{more}└── to approve: {} (content {})",
+            brief(&asked.content),
+            crate::approvals::judge::short(&asked.digest)
+        );
+    }
     if let Some(report) = &detail.targets {
         let _ = writeln!(
             out,
@@ -352,8 +364,26 @@ mod tests {
             since: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
             deadline: None,
             on_timeout: "Fail".into(),
+            digest: "sha256:0123456789abcdef".into(),
+            content: "`reboot` in workflow-step:dev with 1 target: node-1 (10.0.0.1)".into(),
         });
+        let mut asked = status.step_details["validate-nodes"]
+            .approval
+            .clone()
+            .unwrap();
+        asked.approved_by.clear();
+        let waiting = StepDetail {
+            approval: Some(asked),
+            message: Some("step report waits for approval (0 of 1, by alice)".into()),
+            ..StepDetail::default()
+        };
+        status.step_details.insert("report".into(), waiting);
         let tree = group_tree(&group, &workflows, Timestamp::UNIX_EPOCH);
+        // A step that waits shows what an approval approves.
+        assert!(
+            tree.contains("└── to approve: `reboot` in workflow-step:dev with 1 target: node-1 (10.0.0.1) (content sha256:0123456789ab)"),
+            "{tree}"
+        );
         assert!(
             tree.contains("│ run 2 (9b21) for re-run \"fix-1\": Running, 1 run(s) listed"),
             "{tree}"

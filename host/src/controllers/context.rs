@@ -15,6 +15,7 @@ use crate::api::{Workflow, WorkflowGroup};
 use crate::approvals::Approvals;
 use crate::locks::{LockConfig, Locks};
 use crate::plugin::PluginRegistry;
+use crate::provenance::Provenance;
 
 /// Settings of the controllers.
 #[derive(Debug, Clone)]
@@ -73,4 +74,6 @@ pub struct Context {
     pub approvals: Arc<Approvals>,
     /// The statuses written and not yet seen in the caches.
     pub written: WrittenStatus,
+    /// The key the operator signs what it creates with, and checks what it finds by.
+    pub provenance: Provenance,
 }

@@ -44,6 +44,7 @@ use crate::approvals::Approvals;
 use crate::http::Readiness;
 use crate::locks::{LockCaches, Locks};
 use crate::plugin::PluginRegistry;
+use crate::provenance::Provenance;
 
 /// A stream that yields whenever the set of loaded plugins changes.
 fn plugin_changes(registry: &PluginRegistry) -> impl futures::Stream<Item = ()> + Send + 'static {
@@ -129,6 +130,8 @@ pub async fn run(
     readiness: Readiness,
     reporter: Reporter,
 ) {
+    // What the operator creates is signed, and what it finds checked, with its key.
+    let provenance = Provenance::load(&client, &config.locks.namespace).await;
     let watched = config.namespace.as_deref();
     let (groups, workflows, pods, approvals) = (
         api_of::<WorkflowGroup>(&client, watched),
@@ -181,7 +184,10 @@ pub async fn run(
     let group_triggers = workflow_writer.subscribe();
     let workflow_watch = watcher(workflows, watcher::Config::default())
         .default_backoff()
-        .modify(workflow::keep_what_is_read)
+        .modify({
+            let provenance = provenance.clone();
+            move |w| workflow::keep_what_is_read(w, &provenance)
+        })
         .reflect_shared(workflow_writer)
         .for_each(move |event| {
             match event {
@@ -200,7 +206,10 @@ pub async fn run(
     let (pod_store, pod_writer) = reflector::store();
     let pod_stream = watcher(pods, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
         .default_backoff()
-        .modify(workflow::pod::keep_pod_evidence)
+        .modify({
+            let provenance = provenance.clone();
+            move |pod| workflow::pod::keep_pod_evidence(pod, &provenance)
+        })
         .reflect(pod_writer)
         .touched_objects();
     // Approvals of steps: a new one wakes the Workflow it names.
@@ -244,6 +253,7 @@ pub async fn run(
         locks,
         approvals: approvals_room,
         written: written::WrittenStatus::default(),
+        provenance,
     });
     // The sweeper of gone holders' locks starts once the caches it judges by are complete.
     let sweeper = (ctx.clone(), group_store.clone(), lease_store);

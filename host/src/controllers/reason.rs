@@ -30,6 +30,9 @@ pub const WORKFLOW_FAILED: &str = "WorkflowFailed";
 pub const WORKFLOW_DELETED: &str = "WorkflowDeleted";
 /// The workflow's step graph is invalid.
 pub const INVALID_STEPS: &str = "InvalidSteps";
+/// A Workflow names a group as its controller that did not make it as it is (someone else
+/// made it, or changed it since): none of its steps runs.
+pub const NOT_MADE_BY_GROUP: &str = "NotMadeByItsGroup";
 /// A step failed (also the Warning Event about that step).
 pub const STEP_FAILED: &str = "StepFailed";
 /// A step waits for the time its plugin's gate named.

@@ -397,12 +397,14 @@ enum Taken {
     HeldBy(String),
 }
 
-/// Whether `pod` is a step pod of the Workflow with `uid` that has not finished.
+/// Whether `pod` is a step pod of the Workflow with `uid` that has not finished: one the
+/// operator made (a pod someone else made under its name holds no lock).
 fn running_step_of(pod: &Pod, uid: &str) -> bool {
-    let ours = pod
-        .owner_references()
-        .iter()
-        .any(|r| r.controller == Some(true) && r.uid == uid);
+    let ours = crate::provenance::verified(&pod.metadata)
+        && pod
+            .owner_references()
+            .iter()
+            .any(|r| r.controller == Some(true) && r.uid == uid);
     let finished = matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")

@@ -363,6 +363,27 @@ impl WorkflowType for Setup {
                 "invalid params at `scriptFile`: {file:?} must be an absolute path in the step pod"
             )));
         }
+        // The key and the service account's token are never a script for the targets (the
+        // runner refuses them too, links resolved).
+        const SECRET_MOUNTS: [&str; 3] = [
+            "/etc/workflow/ssh",
+            "/var/run/secrets/kubernetes.io",
+            "/run/secrets/kubernetes.io",
+        ];
+        if let Some(file) = &params.script_file
+            && let Some(mount) = SECRET_MOUNTS.iter().find(|m| {
+                let normal = file
+                    .split('/')
+                    .filter(|s| !s.is_empty() && *s != ".")
+                    .collect::<Vec<_>>()
+                    .join("/");
+                format!("/{normal}/").starts_with(&format!("{m}/"))
+            })
+        {
+            return Err(Error::new(format!(
+                "invalid params at `scriptFile`: {file:?} is under {mount}, which holds the SSH key or the service account's token"
+            )));
+        }
         if let Some(join) = &params.join {
             join.validate()?;
         }
@@ -523,6 +544,35 @@ mod tests {
                 "invalid params at `packages`: \"curl; rm -rf /\" is not a package name"
             ))
         );
+    }
+
+    #[test]
+    fn a_script_file_under_the_key_or_the_token_is_refused() {
+        for file in [
+            "/etc/workflow/ssh/ssh-privatekey",
+            "/etc/workflow//ssh/./known_hosts",
+            "/var/run/secrets/kubernetes.io/serviceaccount/token",
+            "/run/secrets/kubernetes.io/serviceaccount/token",
+        ] {
+            let params = SetupParams {
+                script_file: Some(file.into()),
+                ..SetupParams::default()
+            };
+            let Err(error) = Setup::validate(&params) else {
+                panic!("{file} is accepted");
+            };
+            assert!(
+                error
+                    .to_string()
+                    .contains("which holds the SSH key or the service account's token"),
+                "{file}: {error}"
+            );
+        }
+        let fine = SetupParams {
+            script_file: Some("/etc/workflow/scripts/configure.sh".into()),
+            ..SetupParams::default()
+        };
+        assert_eq!(Setup::validate(&fine), Ok(()));
     }
 
     #[test]

@@ -18,7 +18,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::Api;
+use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
@@ -36,6 +36,7 @@ use crate::api::{
     Phase, PluginRef, StepDetail, Workflow, WorkflowSpec, WorkflowStatus, rerun_pending,
 };
 use crate::names;
+use crate::provenance::{self, Provenance};
 
 /// Reconciles one Workflow.
 pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Action> {
@@ -52,8 +53,9 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 /// A finished Workflow whose conditions its reconcile still has to complete (one that finished
 /// before those conditions existed) is kept whole: that reconcile writes the status whole, and
 /// must not write a slimmed one.
-pub fn keep_what_is_read(workflow: &mut Workflow) {
+pub fn keep_what_is_read(workflow: &mut Workflow, provenance: &Provenance) {
     workflow.metadata.managed_fields = None;
+    mark_group_signed(workflow, provenance);
     if rerun_pending(workflow) {
         // Its reconcile starts it again from its steps and their status.
         return;
@@ -96,10 +98,38 @@ pub fn keep_what_is_read(workflow: &mut Workflow) {
     };
 }
 
+/// The UID of the WorkflowGroup `workflow` names as its controller, if it names one.
+pub fn group_owner_uid(workflow: &Workflow) -> Option<&str> {
+    workflow
+        .owner_references()
+        .iter()
+        .find(|o| o.controller == Some(true) && o.kind == "WorkflowGroup")
+        .map(|o| o.uid.as_str())
+}
+
+/// Notes on `workflow` (a copy for the cache) whether the group it names made it as it is.
+fn mark_group_signed(workflow: &mut Workflow, provenance: &Provenance) {
+    let signed =
+        group_owner_uid(workflow).is_some_and(|group| provenance.workflow_is_ours(workflow, group));
+    provenance::mark_verified(&mut workflow.metadata, signed);
+}
+
+/// Whether the cached `workflow` is its group's as the group made it.
+pub fn group_signed(workflow: &Workflow) -> bool {
+    provenance::verified(&workflow.metadata)
+}
+
 async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action> {
     let ns = workflow.namespace().ok_or(Error::MissingNamespace)?;
     let old = workflow.status.clone().unwrap_or_default();
     let workflows: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
+    if group_owner_uid(workflow).is_some() && !group_signed(workflow) {
+        // Claims a group it was not made by (or was changed since): none of its steps runs.
+        let plan = plan::plan_not_made_by_group(workflow, Timestamp::now());
+        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+            .await?;
+        return Ok(Action::await_change());
+    }
     if let Some(plan) = plan::plan_rerun(workflow, Timestamp::now()) {
         // Its group runs it again: the status that says so first, the steps from the next
         // reconcile (which this write triggers).
@@ -139,8 +169,11 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     // The cache may lag behind our own writes: a pod the status says was started and the cache
     // does not hold yet is asked for directly, so that only a pod really gone counts as deleted.
     for missing in unseen_pods(&old, &pods) {
-        if let Some(pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
-            pods.push(pod);
+        if let Some(mut pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
+            pod::keep_pod_evidence(&mut pod, &ctx.provenance);
+            if write::controlled_by(&pod, &uid) && pod::signed(&pod) {
+                pods.push(pod);
+            }
         }
     }
     let now = Timestamp::now();
@@ -239,11 +272,16 @@ impl Starter<'_> {
                 self.write_targets().await
             };
             let created = match created {
-                Ok(()) => write::create_controlled(self.pods_api, &start.pod, self.uid).await,
+                Ok(()) => self.create_pod(&start.pod).await,
                 Err(e) => Err(e),
             };
             match created {
                 Ok(()) => {}
+                Err(Error::NameTaken { kind, name }) => {
+                    let refusal = PodRefusal::name_taken(&kind, &name);
+                    warn!(step = %start.step, attempt = start.attempt, message = %refusal.message, "step pod refused");
+                    return Ok(Some((start.step.clone(), refusal)));
+                }
                 Err(Error::Kube(e)) => match PodRefusal::of(&e) {
                     Some(refusal) => {
                         warn!(step = %start.step, attempt = start.attempt, message = %refusal.message, "step pod refused");
@@ -263,10 +301,53 @@ impl Starter<'_> {
         Ok(None)
     }
 
+    /// Creates `pod`, signed as the operator's. One of its name that exists counts as created
+    /// only when it carries that signature (an earlier reconcile made it and its status write
+    /// was lost); otherwise someone else holds the name: [`Error::NameTaken`].
+    async fn create_pod(&self, pod: &Pod) -> Result<()> {
+        let mut pod = pod.clone();
+        self.ctx.provenance.sign_pod(&mut pod, self.uid);
+        let name = pod.name_any();
+        match self.pods_api.create(&PostParams::default(), &pod).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let existing = self.pods_api.get(&name).await.map_err(Error::Kube)?;
+                if write::controlled_by(&existing, self.uid)
+                    && self.ctx.provenance.pod_is_ours(&existing, self.uid)
+                {
+                    Ok(())
+                } else {
+                    Err(Error::NameTaken {
+                        kind: "Pod".into(),
+                        name,
+                    })
+                }
+            }
+            Err(e) => Err(Error::Kube(e)),
+        }
+    }
+
+    /// Creates the ConfigMap of the Workflow's targets. One of its name that exists is used only
+    /// when it holds exactly these targets, immutably (whoever made it); otherwise someone else
+    /// holds the name: [`Error::NameTaken`]. The runner checks the file against the digest in
+    /// the pod too, so a ConfigMap replaced later cannot redirect a step either.
     async fn write_targets(&mut self) -> Result<()> {
         let ns = self.workflow.namespace().ok_or(Error::MissingNamespace)?;
         let maps: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), &ns);
-        write::create_controlled(&maps, &pod::targets_config_map(self.workflow), self.uid).await?;
+        let map = pod::targets_config_map(self.workflow);
+        match maps.create(&PostParams::default(), &map).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                let existing = maps.get(&map.name_any()).await.map_err(Error::Kube)?;
+                if !pod::targets_config_map_fits(&existing, self.workflow) {
+                    return Err(Error::NameTaken {
+                        kind: "ConfigMap".into(),
+                        name: map.name_any(),
+                    });
+                }
+            }
+            Err(e) => return Err(Error::Kube(e)),
+        }
         *self.targets_written = true;
         Ok(())
     }
@@ -288,7 +369,7 @@ fn unseen_pods(old: &WorkflowStatus, pods: &[Pod]) -> Vec<String> {
 fn cached_pods(ctx: &Context, workflow: &Workflow, ns: &str, uid: &str) -> Vec<Pod> {
     names::step_pod_names(workflow)
         .filter_map(|name| ctx.pods.get(&ObjectRef::new(&name).within(ns)))
-        .filter(|p| write::controlled_by(&**p, uid))
+        .filter(|p| write::controlled_by(&**p, uid) && pod::signed(p))
         .map(|p| Pod::clone(&p))
         .collect()
 }
@@ -370,7 +451,7 @@ mod tests {
                 detail.targets = report.clone();
             }
             let mut cached = full.clone();
-            keep_what_is_read(&mut cached);
+            keep_what_is_read(&mut cached, &Provenance::new(b"test"));
             assert_eq!(
                 ObservedWorkflow::of(&cached)
                     .failed_targets
@@ -412,7 +493,7 @@ mod tests {
             status.conditions.truncate(1);
         }
         let mut cached = full.clone();
-        keep_what_is_read(&mut cached);
+        keep_what_is_read(&mut cached, &Provenance::new(b"test"));
         assert_eq!(cached.spec, full.spec);
         assert_eq!(cached.status, full.status);
     }
@@ -422,7 +503,7 @@ mod tests {
         for phase in ["Running", "Pending"] {
             let full = workflow(phase);
             let mut cached = full.clone();
-            keep_what_is_read(&mut cached);
+            keep_what_is_read(&mut cached, &Provenance::new(b"test"));
             let mut expected = full;
             expected.metadata.managed_fields = None;
             assert_eq!(cached.metadata, expected.metadata, "{phase}");
@@ -432,7 +513,7 @@ mod tests {
         let mut unstarted = workflow("Running");
         unstarted.status = None;
         let expected = unstarted.clone();
-        keep_what_is_read(&mut unstarted);
+        keep_what_is_read(&mut unstarted, &Provenance::new(b"test"));
         assert_eq!(unstarted.spec, expected.spec);
     }
 }

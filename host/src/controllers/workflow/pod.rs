@@ -28,12 +28,17 @@ use crate::api::{
 use crate::controllers::context::StepDefaults;
 use crate::names::{pod_name, targets_config_map_name};
 use crate::plugin::StepOutcome;
+use crate::provenance::{self, Provenance};
+use sha2::{Digest, Sha256};
+use workflow_model::text;
 
 /// Name of the single container of a step's pod.
 pub const CONTAINER: &str = "step";
 
 /// Where `workflow-runner` looks for its SSH key and known hosts.
 pub const SSH_DIR: &str = "/etc/workflow/ssh";
+/// The environment variable holding the command `workflow-runner` runs on each target.
+pub const REMOTE_COMMAND_ENV: &str = "WORKFLOW_SSH_COMMAND";
 /// Name of the volume of the default SSH Secret.
 const SSH_VOLUME: &str = "workflow-ssh";
 
@@ -41,12 +46,26 @@ const SSH_VOLUME: &str = "workflow-ssh";
 /// when its watch delivered the pod finished. The start of the next step is timed from it.
 pub const ANNOTATION_OBSERVED_FINISHED: &str = "workflow.rxg456.cn/observed-finished";
 
+/// Whether the cached `pod` is one the operator made ([`keep_pod_evidence`] found its
+/// signature): one without it was made by someone else, whatever its ownerReferences claim.
+pub fn signed(pod: &Pod) -> bool {
+    provenance::verified(&pod.metadata)
+}
+
 /// Prepares a step pod for the cache: keeps only what the Workflow controller reads (its
 /// name, controller, step and attempt labels, times, phase, the step container's state and an
-/// unschedulable condition) and notes when a finished pod was first seen. The rest (its spec,
-/// with the command and every target, the group's labels, IPs, images, other conditions) is
-/// ours or the kubelet's, and thousands of cached pods would hold it all.
-pub fn keep_pod_evidence(pod: &mut Pod) {
+/// unschedulable condition), notes when a finished pod was first seen, and whether the
+/// operator made it (`provenance` verifies its signature, which the spec it drops is needed
+/// for). The rest (its spec, with the command and every target, the group's labels, IPs,
+/// images, other conditions) is ours or the kubelet's, and thousands of cached pods would hold
+/// it all.
+pub fn keep_pod_evidence(pod: &mut Pod, provenance: &Provenance) {
+    let workflow_uid = pod
+        .labels()
+        .get(LABEL_WORKFLOW_UID)
+        .cloned()
+        .unwrap_or_default();
+    let ours = provenance.pod_is_ours(pod, &workflow_uid);
     let meta = std::mem::take(&mut pod.metadata);
     let finished = matches!(
         pod.status.as_ref().and_then(|s| s.phase.as_deref()),
@@ -67,12 +86,17 @@ pub fn keep_pod_evidence(pod: &mut Pod) {
                 .collect()
         }),
         labels: Some(labels),
-        annotations: finished.then(|| {
-            BTreeMap::from([(
-                ANNOTATION_OBSERVED_FINISHED.to_string(),
-                Timestamp::now().to_string(),
-            )])
-        }),
+        annotations: Some(
+            [
+                finished.then(|| (ANNOTATION_OBSERVED_FINISHED, Timestamp::now().to_string())),
+                ours.then(|| (provenance::VERIFIED, "true".to_string())),
+            ]
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.to_string(), v))
+            .collect(),
+        )
+        .filter(|a: &BTreeMap<String, String>| !a.is_empty()),
         ..ObjectMeta::default()
     };
     pod.spec = None;
@@ -138,6 +162,15 @@ pub const MAX_TARGETS_IN_ENV: usize = 32 * 1024;
 /// The user and group a step runs as when its template names no security context.
 pub const DEFAULT_STEP_USER: i64 = 65534;
 
+/// Whether `existing`, a ConfigMap of the name of `workflow`'s targets' ConfigMap, holds what
+/// that one would, for good (immutable): then it does not matter who made it.
+pub fn targets_config_map_fits(existing: &ConfigMap, workflow: &Workflow) -> bool {
+    let ours = targets_config_map(workflow);
+    existing.immutable == Some(true)
+        && existing.data == ours.data
+        && existing.binary_data.as_ref().is_none_or(BTreeMap::is_empty)
+}
+
 /// The ConfigMap holding `workflow`'s targets, owned by it (deleted with it).
 pub fn targets_config_map(workflow: &Workflow) -> ConfigMap {
     ConfigMap {
@@ -191,6 +224,12 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &Step
         env_var("WORKFLOW_CLUSTER_NAME", &workflow.spec.cluster_name),
         env_var("WORKFLOW_TARGET_COUNT", &targets.len().to_string()),
         env_var("WORKFLOW_TARGETS_FILE", TARGETS_FILE),
+        // The runner refuses a targets file with other content: a ConfigMap of this name
+        // that someone else made or replaced never redirects the step.
+        env_var(
+            "WORKFLOW_TARGETS_SHA256",
+            &hex::encode(Sha256::digest(json.as_bytes())),
+        ),
     ];
     if json.len() <= MAX_TARGETS_IN_ENV {
         env.extend([
@@ -252,6 +291,7 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &Step
     );
     let ssh_mounted = |path: &str| path.trim_end_matches('/') == SSH_DIR;
     if let Some(secret) = &defaults.ssh_secret
+        && logs_in_through_runner(step, defaults)
         && !mounts.iter().any(|m| ssh_mounted(&m.mount_path))
         && !volumes.iter().any(|v| v.name == SSH_VOLUME)
     {
@@ -320,6 +360,89 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &Step
         }),
         status: None,
     }
+}
+
+/// The runner's command: a step whose command is this alone runs `workflow-runner`.
+pub const RUNNER: &str = "workflow-runner";
+
+/// The runner's modes that act through the API server instead of logging in to targets.
+const API_SERVER_MODES: [&str; 3] = [
+    "WORKFLOW_CHECK_NODE_READY",
+    "WORKFLOW_DRAIN",
+    "WORKFLOW_DELETE_NODES",
+];
+
+/// Whether `step` logs in to its targets through the runner: its command is `workflow-runner`
+/// alone, in the operator's step image, in a mode that logs in. Only such a step gets the
+/// fleet's SSH key (`--ssh-secret`): a step whose command or image was chosen freely, or a
+/// runner that only talks to the API server, does not. (A pod template may still mount a
+/// Secret of its own choosing there.) The runner, in turn, sends no file under the key's or
+/// the service account's mount to a target.
+pub fn logs_in_through_runner(step: &Step, defaults: &StepDefaults) -> bool {
+    step.command.trim() == RUNNER
+        && step.image.as_deref().is_none_or(|i| i == defaults.image)
+        && !step
+            .env
+            .iter()
+            .any(|e| API_SERVER_MODES.contains(&e.name.as_str()) && e.value != "false")
+}
+
+/// What an approval of `step` approves: the digest (`sha256:<hex>`) of the pod spec its
+/// attempts run (command, image, environment, volumes, the pod template: all but the attempt's
+/// number) and of the Workflow's targets, and the same in one line for a person. Any change of
+/// what would run changes the digest, and an approval of the old one no longer counts.
+pub fn approval_content(
+    workflow: &Workflow,
+    step: &Step,
+    defaults: &StepDefaults,
+) -> (String, String) {
+    let mut spec = build_pod(workflow, step, 1, defaults)
+        .spec
+        .unwrap_or_default();
+    for container in &mut spec.containers {
+        if let Some(env) = container.env.as_mut() {
+            env.retain(|e| e.name != "WORKFLOW_ATTEMPT");
+        }
+    }
+    let mut hasher = Sha256::new();
+    hasher.update(serde_json::to_vec(&spec).unwrap_or_default());
+    hasher.update([0]);
+    hasher.update(targets_json(&workflow.spec.targets));
+    let digest = format!("sha256:{}", hex::encode(hasher.finalize()));
+    (digest, content_line(workflow, step, defaults))
+}
+
+/// What `step` runs, in one line: its command (on each target, for the runner's remote
+/// command), its image and its targets.
+fn content_line(workflow: &Workflow, step: &Step, defaults: &StepDefaults) -> String {
+    let remote = step
+        .env
+        .iter()
+        .find(|e| e.name == REMOTE_COMMAND_ENV && !e.value.is_empty());
+    let command = match remote {
+        Some(remote) => format!("`{}` on each target, by `{}`", remote.value, step.command),
+        None => format!("`{}`", step.command),
+    };
+    let image = step.image.as_deref().unwrap_or(&defaults.image);
+    let targets = &workflow.spec.targets;
+    let named: Vec<String> = targets
+        .iter()
+        .take(3)
+        .map(|t| format!("{} ({})", t.name, t.ip))
+        .collect();
+    let more = targets.len().saturating_sub(named.len());
+    let mut line = format!(
+        "{command} in {image} with {} target{}",
+        targets.len(),
+        if targets.len() == 1 { "" } else { "s" }
+    );
+    if !named.is_empty() {
+        line.push_str(&format!(": {}", named.join(", ")));
+    }
+    if more > 0 {
+        line.push_str(&format!(" and {more} more"));
+    }
+    text::printable(&text::fold(&line), 400)
 }
 
 /// The pod half of the `restricted` Pod Security Standard: a numeric non-root user, the
@@ -672,6 +795,8 @@ mod tests {
             ssh_secret: Some("workflow-ssh".into()),
         };
         let mut wf = workflow();
+        wf.spec.steps[0] =
+            Step::new("validate-nodes", "workflow-runner").env("WORKFLOW_SSH_COMMAND", "true");
         let pod = build_pod(&wf, &wf.spec.steps[0], 1, &defaults);
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(
@@ -725,6 +850,44 @@ mod tests {
         // No default Secret configured: nothing is mounted.
         let pod = build_pod(&workflow(), &wf.spec.steps[0], 1, &StepDefaults::image("x"));
         assert_eq!(pod.spec.unwrap().volumes.unwrap().len(), 1);
+    }
+
+    #[test]
+    fn the_fleets_key_goes_only_to_a_step_that_logs_in_through_the_runner() {
+        let defaults = StepDefaults {
+            image: "workflow-step:dev".into(),
+            ssh_secret: Some("workflow-ssh".into()),
+        };
+        let has_key = |step: Step| {
+            let mut wf = workflow();
+            wf.spec.steps = vec![step];
+            let pod = build_pod(&wf, &wf.spec.steps[0], 1, &defaults);
+            let spec = pod.spec.unwrap();
+            spec.volumes.iter().flatten().any(|v| v.name == SSH_VOLUME)
+                || spec.containers[0]
+                    .volume_mounts
+                    .iter()
+                    .flatten()
+                    .any(|m| m.mount_path == SSH_DIR)
+        };
+        let runner = || Step::new("s", "workflow-runner").env("WORKFLOW_SSH_COMMAND", "uptime");
+        assert!(has_key(runner()));
+        // A command of the user's choosing, in the step image, cannot read it.
+        assert!(!has_key(Step::new(
+            "s",
+            "cat /etc/workflow/ssh/ssh-privatekey"
+        )));
+        assert!(!has_key(Step::new(
+            "s",
+            "workflow-runner; cat /etc/workflow/ssh/*"
+        )));
+        // Nor can the runner in another image (which may be anything under that name).
+        assert!(!has_key(runner().image("busybox")));
+        assert!(has_key(runner().image("workflow-step:dev")));
+        // Nor a runner that only talks to the API server.
+        for mode in API_SERVER_MODES {
+            assert!(!has_key(runner().env(mode, "true")), "{mode}");
+        }
     }
 
     #[test]
@@ -1030,7 +1193,7 @@ mod tests {
         let mut running = pod(&wf, "validate-nodes", 1, "Running", PodStatus::default());
         running.labels_mut().insert("team".into(), "infra".into());
         running.status.as_mut().unwrap().pod_ip = Some("10.0.0.1".into());
-        keep_pod_evidence(&mut running);
+        keep_pod_evidence(&mut running, &Provenance::new(b"test"));
         assert!(running.spec.is_none() && running.metadata.annotations.is_none());
         assert_eq!(running.labels()[LABEL_STEP], "validate-nodes");
         assert_eq!(running.labels()[LABEL_ATTEMPT], "1");
@@ -1048,7 +1211,7 @@ mod tests {
             "Succeeded",
             terminated_with(0, "ok"),
         );
-        keep_pod_evidence(&mut done);
+        keep_pod_evidence(&mut done, &Provenance::new(b"test"));
         let attempt = observe_pod(&done, 1, None, Timestamp::now());
         assert!(attempt.outcome.is_some_and(|o| o.succeeded));
         assert!(
@@ -1121,7 +1284,7 @@ mod tests {
         for (phase, status) in shapes {
             let pod = pod(&wf, "check-network", 2, phase, status);
             let mut cached = pod.clone();
-            keep_pod_evidence(&mut cached);
+            keep_pod_evidence(&mut cached, &Provenance::new(b"test"));
             for now in [at(1001), at(2000)] {
                 let mut seen = observe_pod(&cached, 2, Some(60), now);
                 seen.observed = None;

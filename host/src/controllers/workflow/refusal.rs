@@ -27,6 +27,18 @@ impl PodRefusal {
         }
     }
 
+    /// The refusal of a step whose pod (or its targets' ConfigMap) has a name someone else
+    /// took: an object the operator did not make, whatever its ownerReferences claim. It
+    /// clears once that object is deleted; until then the step waits, saying so.
+    pub fn name_taken(kind: &str, name: &str) -> PodRefusal {
+        PodRefusal {
+            message: format!(
+                "{kind} {name} exists and was not made by the operator for this step (it carries no signature of the operator's): it is not used; delete it to let the step start"
+            ),
+            clears_by_itself: true,
+        }
+    }
+
     /// A refusal with `message`, classified by what it says.
     pub fn new(message: &str) -> PodRefusal {
         PodRefusal {

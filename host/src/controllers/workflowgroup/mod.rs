@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams};
+use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
@@ -25,6 +25,7 @@ use self::plan::{
 };
 use super::context::Context;
 use super::error::{Error, Result};
+use super::workflow::group_signed;
 use super::write;
 use crate::api::{Phase, Workflow, WorkflowGroup, WorkflowGroupStatus};
 use crate::locks::Acquired;
@@ -52,7 +53,10 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         .filter_map(|unit| {
             let name = wave_workflow_name(group, &unit.type_, unit.wave);
             let w = ctx.workflows.get(&ObjectRef::new(&name).within(&ns))?;
-            write::controlled_by(&*w, &uid).then(|| (unit.key(), ObservedWorkflow::of(&w)))
+            // Only one it made, as it made it: a Workflow someone else made under its name (an
+            // ownerReference is a claim anyone can write) or changed since is not its own.
+            (write::controlled_by(&*w, &uid) && group_signed(&w))
+                .then(|| (unit.key(), ObservedWorkflow::of(&w)))
         })
         .collect();
     if !old.phase.is_some_and(Phase::is_finished) {
@@ -124,7 +128,7 @@ async fn carry_out(
     }
     if let Some(workflow) = &plan.create {
         let uid = group.uid().unwrap_or_default();
-        match write::create_controlled(api, workflow, &uid).await {
+        match create_signed(ctx, api, workflow, &uid).await {
             Ok(()) => {
                 info!(workflow = %workflow.name_any(), type_name = %workflow.spec.type_, "created workflow");
             }
@@ -152,6 +156,37 @@ async fn carry_out(
         info!(workflow = %patch.workflow, run = patch.rerun.run, "asked workflow to run again");
     }
     Ok(Attempt::Done)
+}
+
+/// Creates `workflow`, signed as made by the group `uid`. One of its name that exists counts
+/// as created only when it carries that signature for what it is (an earlier reconcile made it
+/// and the status write was lost); otherwise [`Error::NameTaken`].
+async fn create_signed(
+    ctx: &Context,
+    api: &Api<Workflow>,
+    workflow: &Workflow,
+    uid: &str,
+) -> Result<()> {
+    let mut workflow = workflow.clone();
+    ctx.provenance.sign_workflow(&mut workflow, uid);
+    let name = workflow.name_any();
+    match api.create(&PostParams::default(), &workflow).await {
+        Ok(_) => Ok(()),
+        Err(kube::Error::Api(e)) if e.code == 409 => {
+            let existing = api.get(&name).await.map_err(Error::Kube)?;
+            if write::controlled_by(&existing, uid)
+                && ctx.provenance.workflow_is_ours(&existing, uid)
+            {
+                Ok(())
+            } else {
+                Err(Error::NameTaken {
+                    kind: "Workflow".into(),
+                    name,
+                })
+            }
+        }
+        Err(e) => Err(Error::Kube(e)),
+    }
 }
 
 /// Gives back the group's locks unless something of it still acts (a Workflow of its own, or
