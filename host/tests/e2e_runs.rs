@@ -552,7 +552,7 @@ fn a_step_waits_for_approval_by_an_allowed_user_who_is_recorded_and_a_timeout_do
     let approvals = list(&ns, "approvals", None);
     let by_alice: Vec<&Value> = approvals
         .iter()
-        .filter(|a| a["spec"]["approver"] == "alice")
+        .filter(|a| a["spec"]["approver"] == "alice" && a["spec"]["digest"] == digest.as_str())
         .collect();
     assert_eq!(by_alice.len(), 1, "{approvals:?}");
     assert_eq!(by_alice[0]["spec"]["groups"], json!(["ops"]));

@@ -181,14 +181,22 @@ pub fn approve(
         let (client, ns) = connect(namespace).await?;
         let (_, workflows) = group_and_workflows(&client, &ns, group).await?;
         let (found, step) = with_step(&workflows, &ns, group, step)?;
-        let workflow = waiting(&found, step, group)?;
         let (username, user_groups) = who_am_i(&client).await?;
+        let api: Api<Approval> = Api::namespaced(client, &ns);
+        // Said first: the step may have started on this very decision.
+        already_decided(&api, &found, step, &username).await?;
+        let workflow = waiting(&found, step, group)?;
         let record = workflow
             .status
             .as_ref()
             .and_then(|s| s.step_details.get(step))
             .and_then(|d| d.approval.clone())
-            .ok_or_else(|| anyhow!("step {step} of {} has no approval record", workflow.name_any()))?;
+            .ok_or_else(|| {
+                anyhow!(
+                    "step {step} of {} has no approval record",
+                    workflow.name_any()
+                )
+            })?;
         let groups: Vec<String> = user_groups
             .into_iter()
             .filter(|g| {
@@ -200,24 +208,6 @@ pub fn approve(
             .collect();
         let run = crate::api::run_of(workflow);
         let uid = workflow.uid().unwrap_or_default();
-        let api: Api<Approval> = Api::namespaced(client, &ns);
-        let mine = api
-            .list(&ListParams::default().labels(&format!("{LABEL_WORKFLOW_UID}={uid}")))
-            .await
-            .with_context(|| format!("listing the Approvals of {ns}/{}", workflow.name_any()))?;
-        if let Some(earlier) = mine.items.iter().find(|a| {
-            a.spec.approver == username
-                && a.spec.step == step
-                && a.spec.run == run
-                && a.spec.workflow_uid == uid
-                && a.spec.digest == record.digest
-        }) {
-            bail!(
-                "you ({username}) have already decided on step {step} of {} in run {run}: Approval {ns}/{}",
-                workflow.name_any(),
-                earlier.name_any()
-            );
-        }
         let decision = if reject {
             ApprovalDecision::Reject
         } else {
@@ -258,6 +248,50 @@ pub fn approve(
         println!("  content: {}", record.digest);
         Ok(0)
     })
+}
+
+/// Fails when `username` already decided on `step` of one of `found` in its current run, for
+/// what its status says the step runs.
+async fn already_decided(
+    api: &Api<Approval>,
+    found: &[&Workflow],
+    step: &str,
+    username: &str,
+) -> anyhow::Result<()> {
+    for workflow in found {
+        let Some(digest) = workflow
+            .status
+            .as_ref()
+            .and_then(|s| s.step_details.get(step))
+            .and_then(|d| d.approval.as_ref())
+            .map(|a| a.digest.clone())
+            .filter(|d| !d.is_empty())
+        else {
+            continue;
+        };
+        let (uid, run) = (
+            workflow.uid().unwrap_or_default(),
+            crate::api::run_of(workflow),
+        );
+        let given = api
+            .list(&ListParams::default().labels(&format!("{LABEL_WORKFLOW_UID}={uid}")))
+            .await
+            .with_context(|| format!("listing the Approvals of {}", workflow.name_any()))?;
+        if let Some(earlier) = given.items.iter().find(|a| {
+            a.spec.approver == username
+                && a.spec.step == step
+                && a.spec.run == run
+                && a.spec.workflow_uid == uid
+                && a.spec.digest == digest
+        }) {
+            bail!(
+                "you ({username}) have already decided on step {step} of {} in run {run}: Approval {}",
+                workflow.name_any(),
+                earlier.name_any()
+            );
+        }
+    }
+    Ok(())
 }
 
 /// The user the API server says the kubeconfig is, and the user's groups.
