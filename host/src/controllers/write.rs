@@ -34,14 +34,15 @@ pub fn controlled_by(obj: &impl Resource, owner_uid: &str) -> bool {
         .any(|o| o.uid == owner_uid && o.controller == Some(true))
 }
 
-/// Creates `child`, whose name is deterministic. One that already exists and is controlled by
-/// `owner_uid` was created by an earlier reconcile whose status write we have not seen: it
-/// counts as created.
+/// Creates `child`, whose name is deterministic. One that already exists counts as created
+/// when `ours` accepts it (an earlier reconcile made it and its status write was lost, as the
+/// object's signature or content shows): an ownerReference alone proves nothing, since anyone
+/// who may create the object can write one.
 ///
 /// # Errors
-/// [`Error::NameTaken`] when an object of that name exists and is someone else's;
+/// [`Error::NameTaken`] when an object of that name exists and `ours` refuses it;
 /// [`Error::Kube`] when the API fails.
-pub async fn create_controlled<K>(api: &Api<K>, child: &K, owner_uid: &str) -> Result<()>
+pub async fn create_or_accept<K>(api: &Api<K>, child: &K, ours: impl Fn(&K) -> bool) -> Result<()>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
 {
@@ -50,7 +51,7 @@ where
         Ok(_) => Ok(()),
         Err(kube::Error::Api(e)) if e.code == 409 => {
             let existing = api.get(&name).await.map_err(Error::Kube)?;
-            if controlled_by(&existing, owner_uid) {
+            if ours(&existing) {
                 Ok(())
             } else {
                 Err(Error::NameTaken {

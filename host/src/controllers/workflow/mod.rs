@@ -18,7 +18,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, PostParams};
+use kube::api::Api;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
@@ -307,24 +307,11 @@ impl Starter<'_> {
     async fn create_pod(&self, pod: &Pod) -> Result<()> {
         let mut pod = pod.clone();
         self.ctx.provenance.sign_pod(&mut pod, self.uid);
-        let name = pod.name_any();
-        match self.pods_api.create(&PostParams::default(), &pod).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                let existing = self.pods_api.get(&name).await.map_err(Error::Kube)?;
-                if write::controlled_by(&existing, self.uid)
-                    && self.ctx.provenance.pod_is_ours(&existing, self.uid)
-                {
-                    Ok(())
-                } else {
-                    Err(Error::NameTaken {
-                        kind: "Pod".into(),
-                        name,
-                    })
-                }
-            }
-            Err(e) => Err(Error::Kube(e)),
-        }
+        write::create_or_accept(self.pods_api, &pod, |existing| {
+            write::controlled_by(existing, self.uid)
+                && self.ctx.provenance.pod_is_ours(existing, self.uid)
+        })
+        .await
     }
 
     /// Creates the ConfigMap of the Workflow's targets. One of its name that exists is used only
@@ -335,19 +322,10 @@ impl Starter<'_> {
         let ns = self.workflow.namespace().ok_or(Error::MissingNamespace)?;
         let maps: Api<ConfigMap> = Api::namespaced(self.ctx.client.clone(), &ns);
         let map = pod::targets_config_map(self.workflow);
-        match maps.create(&PostParams::default(), &map).await {
-            Ok(_) => {}
-            Err(kube::Error::Api(e)) if e.code == 409 => {
-                let existing = maps.get(&map.name_any()).await.map_err(Error::Kube)?;
-                if !pod::targets_config_map_fits(&existing, self.workflow) {
-                    return Err(Error::NameTaken {
-                        kind: "ConfigMap".into(),
-                        name: map.name_any(),
-                    });
-                }
-            }
-            Err(e) => return Err(Error::Kube(e)),
-        }
+        write::create_or_accept(&maps, &map, |existing| {
+            pod::targets_config_map_fits(existing, self.workflow)
+        })
+        .await?;
         *self.targets_written = true;
         Ok(())
     }

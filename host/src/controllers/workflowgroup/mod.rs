@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use tracing::{info, warn};
@@ -169,24 +169,10 @@ async fn create_signed(
 ) -> Result<()> {
     let mut workflow = workflow.clone();
     ctx.provenance.sign_workflow(&mut workflow, uid);
-    let name = workflow.name_any();
-    match api.create(&PostParams::default(), &workflow).await {
-        Ok(_) => Ok(()),
-        Err(kube::Error::Api(e)) if e.code == 409 => {
-            let existing = api.get(&name).await.map_err(Error::Kube)?;
-            if write::controlled_by(&existing, uid)
-                && ctx.provenance.workflow_is_ours(&existing, uid)
-            {
-                Ok(())
-            } else {
-                Err(Error::NameTaken {
-                    kind: "Workflow".into(),
-                    name,
-                })
-            }
-        }
-        Err(e) => Err(Error::Kube(e)),
-    }
+    write::create_or_accept(api, &workflow, |existing| {
+        write::controlled_by(existing, uid) && ctx.provenance.workflow_is_ours(existing, uid)
+    })
+    .await
 }
 
 /// Gives back the group's locks unless something of it still acts (a Workflow of its own, or
