@@ -158,6 +158,11 @@ struct RunArgs {
     /// is freed within this time, whatever happened to the operator meanwhile.
     #[arg(long, env = "WORKFLOW_LOCK_LEASE_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(3..=3600))]
     lock_lease_seconds: u64,
+    /// How long a group may hold locks while its Workflow waits with nothing running (a
+    /// schedule, an approval, a pause) before it gives them to groups waiting for them; it
+    /// takes them again, first come first served, before a step starts.
+    #[arg(long, env = "WORKFLOW_LOCK_IDLE_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
+    lock_idle_seconds: u64,
     /// Log format: `text` for people, `json` (one object per line) for log pipelines.
     #[arg(long, env = "WORKFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -398,6 +403,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
                 locks: LockConfig {
                     namespace: args.lock_namespace.unwrap_or_else(|| own_namespace.clone()),
                     lease_duration: std::time::Duration::from_secs(args.lock_lease_seconds),
+                    idle: std::time::Duration::from_secs(args.lock_idle_seconds),
                 },
             },
             metrics,

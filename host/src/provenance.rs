@@ -225,12 +225,13 @@ fn pod_parts<'a>(pod: &'a Pod, workflow_uid: &'a str) -> Vec<&'a str> {
     parts
 }
 
-/// A Workflow's spec as its group made it, as canonical JSON: without the pause and re-run
-/// requests the group writes later, object keys sorted.
+/// A Workflow's spec as its group made it, as canonical JSON: without the pause, re-run and
+/// lock requests the group writes later, object keys sorted.
 fn signed_spec(workflow: &Workflow) -> String {
     let mut spec = workflow.spec.clone();
     spec.paused = false;
     spec.rerun = None;
+    spec.awaiting_locks = false;
     serde_json::to_value(&spec)
         .map(|v| canonical(v).to_string())
         .unwrap_or_default()
@@ -345,6 +346,7 @@ mod tests {
         // The group's own later writes keep it its own.
         let mut paused = wf.clone();
         paused.spec.paused = true;
+        paused.spec.awaiting_locks = true;
         assert!(ours.workflow_is_ours(&paused, "uid-g"));
         // The API server's order of params' keys does not matter.
         let mut reordered = wf.clone();

@@ -174,6 +174,7 @@ fn render_group(
                 .then(|| context.params.clone()),
             pod_template,
             rerun: None,
+            awaiting_locks: false,
         },
         status: None,
     })

@@ -202,6 +202,42 @@ fn a_group_deleted_while_holding_its_targets_frees_them_at_once() {
 }
 
 #[test]
+fn a_group_waiting_for_its_schedule_gives_its_locks_to_a_group_that_waits() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-locks-idle");
+    let plugins = plugin_dir(&["at", "pre-check", "setup", "post-check"]);
+    let mut operator = Operator::start_with(&ns, plugins.path(), &["--lock-idle-seconds", "2"]);
+    let watch = PodWatch::start(&ns);
+    let shared = own_target_ip();
+    // `holder` takes the target at once and waits 45 s for its schedule; `next`, on the same
+    // target, does not wait for that schedule.
+    cluster.apply_yaml_in(&ns, &at_group("holder", &shared, in_seconds(45)));
+    wait_group_phase(&ns, "holder", "Running", &mut operator);
+    cluster.apply_yaml_in(&ns, &group_yaml_on("next", &SEED_TYPES, &shared, "", ""));
+    wait_group_phase(&ns, "next", "Completed", &mut operator);
+    let gave = cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "get",
+        "events",
+        "--field-selector",
+        "involvedObject.name=holder,reason=GaveWay",
+        "-o",
+        "jsonpath={.items[*].message}",
+    ]);
+    assert!(
+        gave.contains(&format!("gave the locks of its targets to group {ns}/next")),
+        "the Event: {gave:?}\n{}",
+        operator.log()
+    );
+    // Its schedule comes: it takes the target again, and runs.
+    wait_group_phase(&ns, "holder", "Completed", &mut operator);
+    let events = watch.stop();
+    assert_no_overlap(&events, &["holder", "next"]);
+    wait_no_locks(&ns, Duration::from_secs(5));
+}
+
+#[test]
 fn locks_held_through_an_operator_crash_are_neither_broken_nor_stuck() {
     let cluster = cluster();
     let ns = cluster.fresh_namespace("e2e-locks-crash");

@@ -167,6 +167,16 @@ pub struct RunStatus {
 /// Most runs `status.runs` lists (the newest; run numbers keep counting).
 pub const MAX_LISTED_RUNS: usize = 20;
 
+/// Most re-run ids `status.rerunIdDigests` remembers: 4096 × 17 bytes stays far below the
+/// object size limit, and a group re-run that often is better made anew.
+pub const MAX_REMEMBERED_RERUN_IDS: usize = 4096;
+
+/// What `status.rerunIdDigests` keeps of a re-run id: 16 hex digits of its sha256.
+pub fn rerun_id_digest(id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(&Sha256::digest(id.as_bytes())[..8])
+}
+
 /// What a group locks while it acts (`spec.exclusion`).
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
@@ -319,4 +329,10 @@ pub struct WorkflowGroupStatus {
     /// Each run once the group was re-run: the first, then every re-run (the newest last).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub runs: Vec<RunStatus>,
+    /// Every re-run id acted on, as the first 16 hex digits of its sha256 (the newest last, at
+    /// most [`MAX_REMEMBERED_RERUN_IDS`]): an id stays spent after its run has left
+    /// `status.runs`, so an id kept in git never acts twice.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 4096))]
+    pub rerun_id_digests: Vec<String>,
 }

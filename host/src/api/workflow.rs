@@ -58,6 +58,12 @@ pub struct WorkflowSpec {
     /// workflow what to run again in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<WorkflowRerun>,
+    /// Set by its group when it gave the locks of its targets to groups waiting for them while
+    /// this workflow waited (a schedule, an approval, a pause) with nothing running: no step
+    /// starts until the group holds them again and clears it. The workflow says
+    /// `WaitingForTargets` once a step would start.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub awaiting_locks: bool,
 }
 
 /// What a Workflow runs again, in which run of its group (`spec.rerun`).
@@ -158,6 +164,10 @@ pub struct WorkflowStatus {
     /// The run of its group the status reflects (absent: the first).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<u32>,
+    /// Since when it has waited with nothing started (a schedule, an approval, a pause): how
+    /// long its group has held locks for nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_since: Option<Time>,
 }
 
 /// A plugin version, as recorded on a Workflow.

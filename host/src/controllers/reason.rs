@@ -41,6 +41,9 @@ pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
 pub const WAITING_FOR_APPROVAL: &str = "WaitingForApproval";
 /// A group waits for locks on its targets (or a slot of its type) that other groups hold.
 pub const WAITING_FOR_TARGETS: &str = "WaitingForTargets";
+/// A group gave its locks to groups waiting for them, as its Workflows had waited with nothing
+/// running for longer than the operator allows (`--lock-idle-seconds`).
+pub const GAVE_WAY: &str = "GaveWay";
 /// More targets failed in a group's rollout than its failure budget allows: it failed, or
 /// paused (`spec.rollout.onBudgetExceeded: Pause`).
 pub const FAILURE_BUDGET_EXCEEDED: &str = "FailureBudgetExceeded";

@@ -19,6 +19,13 @@
 //! Waiting groups are served first come, first served: a group takes a free lock only when no
 //! older group waits for it too. A group takes all the locks it needs or none (what it took in
 //! a failed attempt is given back), so two groups never hold half of each other's targets.
+//!
+//! A group whose Workflow waits with nothing running (a schedule, an approval, a pause) for
+//! longer than [`LockConfig::idle`] gives its locks to the groups waiting for them: it marks the
+//! Workflow `spec.awaitingLocks` (no step starts), and once the Workflow has seen that, deletes
+//! its Leases. When a step would start, the group gets in line again with its own arrival. A
+//! group is in line only while a step of it is ready, so waiting for something else holds no
+//! place in line and no lock for longer than that bound.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -59,6 +66,9 @@ pub struct LockConfig {
     pub namespace: String,
     /// The Leases' `leaseDurationSeconds`: the sweeper frees a gone holder's lock within it.
     pub lease_duration: Duration,
+    /// How long a group holds locks while nothing of it runs before it gives them to groups
+    /// waiting for them.
+    pub idle: Duration,
 }
 
 /// What [`Locks::acquire`] got.
@@ -353,6 +363,25 @@ impl Locks {
             None => "another group".into(),
         };
         Ok(Taken::HeldBy(who))
+    }
+
+    /// The lock configuration.
+    pub fn config(&self) -> &LockConfig {
+        &self.config
+    }
+
+    /// A group other than `group` that is in line for a lock `group` holds: one it gives way
+    /// to when it has held them idle for too long.
+    pub fn waited_for_by(&self, group: &WorkflowGroup) -> Option<String> {
+        let uid = group.uid().unwrap_or_default();
+        let held: Vec<String> = self.held_by(&uid).iter().map(|l| l.name_any()).collect();
+        let other = self
+            .waiters
+            .in_line_for(&held, &ObjectRef::from_obj(group))?;
+        Some(match other.namespace {
+            Some(ns) => format!("{ns}/{}", other.name),
+            None => other.name,
+        })
     }
 
     /// Gives back every lock the group with `uid` holds.

@@ -54,6 +54,22 @@ impl Waiters {
         line.iter().cloned().collect()
     }
 
+    /// A group in line (other than `me`) that waits for one of `leases`.
+    pub(super) fn in_line_for(
+        &self,
+        leases: &[String],
+        me: &ObjectRef<WorkflowGroup>,
+    ) -> Option<ObjectRef<WorkflowGroup>> {
+        let waiting = self.waiting.lock().unwrap_or_else(PoisonError::into_inner);
+        let line = self.line.lock().unwrap_or_else(PoisonError::into_inner);
+        leases
+            .iter()
+            .filter_map(|lease| waiting.get(lease))
+            .flatten()
+            .find(|g| *g != me && line.contains(g))
+            .cloned()
+    }
+
     pub(super) fn released(&self, leases: &[Arc<Lease>]) {
         let Ok(mut released) = self.released.lock() else {
             return;

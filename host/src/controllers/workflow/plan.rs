@@ -13,7 +13,8 @@ use workflow_model::ApprovalRequest;
 use super::pod::{approval_content, build_pod};
 use super::refusal::PodRefusal;
 use super::step::{
-    Attempt, StepDecision, StepJudge, StepMove, StepView, apply_move, decide_step, refused_move,
+    Attempt, StepDecision, StepJudge, StepMove, StepView, apply_move, decide_step, locks_move,
+    refused_move,
 };
 use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, ConditionStatus, MAX_STEP_LOG, Phase, PluginRef, RerunFrom, Step,
@@ -428,6 +429,7 @@ fn plan_step(
         StepMove::NeedsApproval(request) => approval_move(inputs, step, &request, &mut detail),
         step_move => step_move,
     };
+    let step_move = locks_move(step_move, workflow.spec.awaiting_locks);
     let step_move = refused_move(step_move, name, observed.refused.get(name));
     // The start the status already records, of the attempt it records.
     let recorded_start = detail.started_at.clone().map(|t| (detail.attempts, t));
@@ -593,6 +595,7 @@ fn summarize(
             .filter(|(_, d)| d.phase == Phase::Completed)
             .count(),
         running: !plan.create.is_empty() || steps.iter().any(|(_, d)| d.phase != Phase::Pending),
+        awaiting_locks: effects().any(|e| e.awaiting_locks),
     };
     plan.status.step_status = steps
         .iter()
@@ -619,6 +622,8 @@ struct WorkflowState {
     done: usize,
     /// Whether a step started (now or before).
     running: bool,
+    /// A step would start and waits for its group to hold the locks again.
+    awaiting_locks: bool,
 }
 
 /// The workflow's phase, condition and final Event from its steps' state: Failed with the
@@ -657,6 +662,11 @@ fn conclude(
     }
     let running = state.running;
     let (why, message) = waiting_reason(workflow, &plan, state);
+    plan.status.idle_since = if IDLE.contains(&why) && !running {
+        plan.status.idle_since.take().or(Some(Time(now)))
+    } else {
+        None
+    };
     let old_reason = succeeded(&plan.status.conditions).map(|c| c.reason.as_str());
     // A wait that is retried with backoff is said once, not at every retry.
     if [reason::PLUGIN_UNAVAILABLE, reason::POD_REFUSED].contains(&why) && old_reason != Some(why) {
@@ -684,6 +694,14 @@ fn conclude(
     plan
 }
 
+/// The reasons a workflow waits for with nothing started: its group may give its locks to
+/// groups waiting for them meanwhile ([`crate::api::WorkflowSpec::awaiting_locks`]).
+pub const IDLE: [&str; 3] = [
+    reason::WAITING_FOR_SCHEDULE,
+    reason::WAITING_FOR_APPROVAL,
+    reason::PAUSED,
+];
+
 /// Why a workflow that has not finished is where it is: paused, a plugin that cannot answer, a
 /// pod refused for now, an approval, a schedule, or running.
 fn waiting_reason(
@@ -697,6 +715,7 @@ fn waiting_reason(
         total,
         done,
         running,
+        awaiting_locks,
         ..
     } = state;
     if workflow.spec.paused {
@@ -711,6 +730,11 @@ fn waiting_reason(
         )
     } else if let Some(why) = &plan.refused {
         (reason::POD_REFUSED, format!("{why}; trying again shortly"))
+    } else if awaiting_locks {
+        (
+            reason::WAITING_FOR_TARGETS,
+            "a step is ready: waiting for its group to hold the locks of its targets again (given to waiting groups while this workflow waited)".to_string(),
+        )
     } else if let Some(message) = approval {
         (reason::WAITING_FOR_APPROVAL, message)
     } else if let (false, Some(t)) = (running, scheduled) {
@@ -993,6 +1017,7 @@ mod tests {
                 cluster_name: "c".into(),
                 paused: false,
                 rerun: None,
+                awaiting_locks: false,
                 params: None,
                 pod_template: None,
             },
@@ -1445,6 +1470,35 @@ mod tests {
             ..Judge::new()
         };
         let plan = plan_now(&wf, &Attempts::new(), &judge);
+        assert_eq!(starts(&plan), [("run".to_string(), 1)]);
+    }
+
+    #[test]
+    fn a_step_whose_group_gave_its_locks_away_waits_for_them_when_its_schedule_comes() {
+        let mut wf = workflow(&[("run", &[])]);
+        let scheduled = Judge {
+            gate: Ok(Gate::NotBefore(now().as_second() + 42)),
+            ..Judge::new()
+        };
+        // Waiting for its schedule: idle since now, and it stays so.
+        let plan = plan_now(&wf, &Attempts::new(), &scheduled);
+        assert_eq!(plan.status.idle_since, Some(Time(now())));
+        wf.status = Some(plan.status.clone());
+        let earlier = Time(Timestamp::from_second(now().as_second() - 100).unwrap());
+        wf.status.as_mut().unwrap().idle_since = Some(earlier.clone());
+        let plan = plan_now(&wf, &Attempts::new(), &scheduled);
+        assert_eq!(plan.status.idle_since, Some(earlier));
+        // Its group gave the locks away; the schedule comes: nothing starts, it says why.
+        wf.spec.awaiting_locks = true;
+        let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
+        assert!(plan.create.is_empty());
+        assert_eq!(condition(&plan).1, reason::WAITING_FOR_TARGETS);
+        assert_eq!(plan.status.idle_since, None);
+        let detail = &plan.status.step_details["run"];
+        assert!(detail.message.as_deref().unwrap().contains("locks"));
+        // The group holds them again: it starts.
+        wf.spec.awaiting_locks = false;
+        let plan = plan_now(&wf, &Attempts::new(), &Judge::new());
         assert_eq!(starts(&plan), [("run".to_string(), 1)]);
     }
 

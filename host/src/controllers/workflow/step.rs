@@ -129,6 +129,9 @@ pub enum StepMove {
     /// Its pod was to start, and the API server refused it for now (a full quota): the step
     /// stays as it is and its pod is tried again after a backoff.
     Refused(String),
+    /// It was to start (or start its next attempt), and its group gave the locks of its
+    /// targets away meanwhile (`spec.awaitingLocks`): it waits until the group holds them.
+    AwaitingLocks,
 }
 
 /// Decides the next move of one step.
@@ -192,6 +195,8 @@ pub struct StepEffects {
     pub completed_at: Option<Timestamp>,
     /// It failed for good: the message names the step and why.
     pub failure: Option<String>,
+    /// It would start, and waits for its group to hold the locks again.
+    pub awaiting_locks: bool,
     /// Its plugin could not answer now.
     pub unavailable: Option<PluginError>,
     /// Its pod was refused for now: why, as the API server said it.
@@ -320,6 +325,12 @@ pub fn apply_move(
             effects.refused = Some(why);
             started
         }
+        StepMove::AwaitingLocks => {
+            detail.message =
+                Some("waiting for its group to hold the locks of its targets again".to_string());
+            effects.awaiting_locks = true;
+            started
+        }
     };
     StepDecision {
         phase,
@@ -357,6 +368,15 @@ fn retry(
 /// The move of a step whose pod the API server refused: one that was to start a pod waits
 /// for a refusal that clears by itself and fails for any other; other moves start no pod and
 /// stand.
+/// A step that would start while its group does not hold the locks of its targets
+/// (`awaiting`: the group gave them to waiting groups) waits for them instead.
+pub fn locks_move(step_move: StepMove, awaiting: bool) -> StepMove {
+    match step_move {
+        StepMove::Start | StepMove::Retry(_) if awaiting => StepMove::AwaitingLocks,
+        step_move => step_move,
+    }
+}
+
 pub fn refused_move(step_move: StepMove, name: &str, refusal: Option<&PodRefusal>) -> StepMove {
     match (step_move, refusal) {
         (StepMove::Start | StepMove::Retry(_), Some(r)) if r.clears_by_itself => {

@@ -21,10 +21,12 @@ use tracing::{info, warn};
 
 use self::plan::{
     Attempt, GroupPlan, GroupPlugins, LockWish, ObservedWorkflow, PluginState, Unit, after_attempt,
-    lock_wish, plan_group, unit_key, units, waiting_for,
+    current_targets, lock_wish, plan_group, unit_key, units, waiting_for,
 };
 use super::context::Context;
 use super::error::{Error, Result};
+use super::reason;
+use super::status::Transition;
 use super::workflow::group_signed;
 use super::write;
 use crate::api::{Phase, Workflow, WorkflowGroup, WorkflowGroupStatus};
@@ -72,7 +74,19 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     let plan = plan_group(group, &workflows, &plugins, now);
     let attempt = carry_out(ctx, group, &plan, &workflows, &workflows_api).await?;
     let waiting = matches!(attempt, Attempt::Locked(_));
-    let plan = after_attempt(group, plan, attempt, now);
+    let mut plan = after_attempt(group, plan, attempt, now);
+    let idle = match lock_wish(&plan, &workflows) {
+        LockWish::Idle { workflows, since } if !waiting => Some((
+            workflows.into_iter().map(String::from).collect::<Vec<_>>(),
+            since,
+        )),
+        _ => None,
+    };
+    if let Some((idle, since)) = &idle
+        && let Some(event) = give_way(ctx, group, idle, *since, &workflows_api, now).await?
+    {
+        plan.events.push(event);
+    }
     if plan.pause && !group.spec.paused {
         // Before the status that says so: a crash between the two pauses it again.
         let patch = serde_json::json!({"spec": {"paused": true}});
@@ -105,7 +119,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         Some(error) => Err(Error::PluginUnavailable(error)),
         // Woken when a lock it waits for is freed; asked again meanwhile in case a wake-up is
         // missed (a holder that disappears without deleting its lock).
-        None if waiting => Ok(Action::requeue(LOCK_RECHECK)),
+        None if waiting || idle.is_some() => Ok(Action::requeue(LOCK_RECHECK)),
         None if release_later => Ok(Action::requeue(Duration::from_secs(2))),
         None => Ok(Action::await_change()),
     }
@@ -119,8 +133,10 @@ async fn carry_out(
     workflows: &BTreeMap<String, ObservedWorkflow>,
     api: &Api<Workflow>,
 ) -> Result<Attempt> {
-    let LockWish::Take(targets) = lock_wish(plan, workflows) else {
-        return Ok(Attempt::Done);
+    let targets = match lock_wish(plan, workflows) {
+        LockWish::Take(targets) => targets,
+        LockWish::TakeBack { workflows } => return take_back(ctx, group, &workflows, api).await,
+        _ => return Ok(Attempt::Done),
     };
     let acquired = ctx.locks.acquire(group, targets, waiting_for).await;
     if let Acquired::Waiting(message) = acquired.map_err(Error::Kube)? {
@@ -156,6 +172,74 @@ async fn carry_out(
         info!(workflow = %patch.workflow, run = patch.rerun.run, "asked workflow to run again");
     }
     Ok(Attempt::Done)
+}
+
+/// Takes the locks of the group's current targets again for its `workflows`, whose locks it
+/// gave away and of which a step would start; then lets them go on.
+async fn take_back(
+    ctx: &Context,
+    group: &WorkflowGroup,
+    workflows: &[&str],
+    api: &Api<Workflow>,
+) -> Result<Attempt> {
+    let acquired = ctx
+        .locks
+        .acquire(group, current_targets(group), waiting_for)
+        .await;
+    if let Acquired::Waiting(message) = acquired.map_err(Error::Kube)? {
+        return Ok(Attempt::Locked(message));
+    }
+    set_awaiting_locks(api, workflows, false).await?;
+    info!(workflows = %workflows.join(", "), "took the locks again");
+    Ok(Attempt::Done)
+}
+
+/// Gives the group's locks to a group in line for them once its `idle` Workflows have waited
+/// with nothing running since `since` for longer than the lock configuration allows. The
+/// Workflows are marked `spec.awaitingLocks` first, so that none starts a step without them;
+/// the locks go in a later reconcile, once they have seen it. The Event that says so.
+async fn give_way(
+    ctx: &Context,
+    group: &WorkflowGroup,
+    idle: &[String],
+    since: Timestamp,
+    api: &Api<Workflow>,
+    now: Timestamp,
+) -> Result<Option<Transition>> {
+    let waited = now.as_second() - since.as_second();
+    let bound = i64::try_from(ctx.locks.config().idle.as_secs()).unwrap_or(i64::MAX);
+    if waited < bound || ctx.locks.steps_running(group) {
+        return Ok(None);
+    }
+    let Some(other) = ctx.locks.waited_for_by(group) else {
+        return Ok(None);
+    };
+    let names: Vec<&str> = idle.iter().map(String::as_str).collect();
+    set_awaiting_locks(api, &names, true).await?;
+    info!(to = %other, workflows = %names.join(", "), "giving locks to a waiting group");
+    Ok(Some(Transition::normal(
+        reason::GAVE_WAY,
+        format!(
+            "gave the locks of its targets to group {other}, which waits for them: workflow {} has waited {waited}s with nothing running; they are taken again, first come first served, before a step starts",
+            names.join(", ")
+        ),
+    )))
+}
+
+/// Sets (or clears) `spec.awaitingLocks` on the group's Workflows named.
+async fn set_awaiting_locks(api: &Api<Workflow>, names: &[&str], awaiting: bool) -> Result<()> {
+    let value = if awaiting {
+        serde_json::Value::Bool(true)
+    } else {
+        serde_json::Value::Null
+    };
+    let patch = serde_json::json!({"spec": {"awaitingLocks": value}});
+    for name in names {
+        api.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map_err(Error::Kube)?;
+    }
+    Ok(())
 }
 
 /// Creates `workflow`, signed as made by the group `uid`. One of its name that exists counts

@@ -38,7 +38,11 @@ pub fn after_attempt(
                     }
                     waiting(group, plan, reason::WAITING_FOR_TARGETS, message, now)
                 }
-                None => not_created(group, plan, reason::WAITING_FOR_TARGETS, message, now),
+                None if plan.create.is_some() => {
+                    not_created(group, plan, reason::WAITING_FOR_TARGETS, message, now)
+                }
+                // A Workflow whose locks it gave away would start a step.
+                None => waiting(group, plan, reason::WAITING_FOR_TARGETS, message, now),
             };
             plan.keep_locks = false;
             return plan;
@@ -72,17 +76,26 @@ pub enum LockWish<'a> {
     Take(&'a [Target]),
     /// Keep what it holds: it acts on its (current wave's) targets.
     Keep,
-    /// Give them back (before it starts, between waves, once finished), but only once
-    /// nothing of the group acts any more: `acting` while a Workflow of its own has not
-    /// finished (a spec made invalid while it ran); a step pod still running is the
-    /// reconcile's to see.
+    /// Give them back (before it starts, between waves, once finished, or to groups waiting
+    /// for them while its Workflow waits), but only once nothing of the group acts any more:
+    /// `acting` while a Workflow of its own has not finished (a spec made invalid while it
+    /// ran); a step pod still running is the reconcile's to see.
     Release { acting: bool },
+    /// Keep what it holds, while its unfinished `workflows` wait with nothing started (since
+    /// `since`): the reconcile gives them to waiting groups once that has lasted too long.
+    Idle {
+        workflows: Vec<&'a str>,
+        since: Timestamp,
+    },
+    /// Take the locks of its current targets again: a step of its `workflows`, whose locks it
+    /// gave away, would start.
+    TakeBack { workflows: Vec<&'a str> },
 }
 
 /// What `plan` wants of the group's locks, given its `workflows`.
 pub fn lock_wish<'a>(
     plan: &'a GroupPlan,
-    workflows: &BTreeMap<String, ObservedWorkflow>,
+    workflows: &'a BTreeMap<String, ObservedWorkflow>,
 ) -> LockWish<'a> {
     if let Some(workflow) = &plan.create {
         return LockWish::Take(&workflow.spec.targets);
@@ -92,13 +105,59 @@ pub fn lock_wish<'a>(
     }
     let finished = plan.status.phase.is_some_and(Phase::is_finished);
     if plan.keep_locks && !finished {
-        return LockWish::Keep;
+        return idle_turn(workflows).unwrap_or(LockWish::Keep);
     }
     LockWish::Release {
         acting: workflows
             .values()
             .any(|w| !w.phase.is_some_and(Phase::is_finished)),
     }
+}
+
+/// What the group's unfinished Workflows say of its locks, when they say anything: all wait
+/// idle (the locks may go to waiting groups), all have seen that the locks went (they go), or a
+/// step of one whose locks went is ready (they are taken again).
+fn idle_turn<'a>(workflows: &'a BTreeMap<String, ObservedWorkflow>) -> Option<LockWish<'a>> {
+    let acting: Vec<&ObservedWorkflow> = workflows
+        .values()
+        .filter(|w| !w.phase.is_some_and(Phase::is_finished) && !w.deleted)
+        .collect();
+    let idle = |w: &ObservedWorkflow| {
+        w.locks.seen && crate::controllers::workflow::plan::IDLE.contains(&w.reason.as_str())
+    };
+    let names = |ws: &[&'a ObservedWorkflow]| ws.iter().map(|w| w.name.as_str()).collect();
+    let ready: Vec<&ObservedWorkflow> = acting
+        .iter()
+        .copied()
+        .filter(|w| w.locks.awaiting && w.locks.seen && w.reason == reason::WAITING_FOR_TARGETS)
+        .collect();
+    if !ready.is_empty() {
+        let awaiting: Vec<&ObservedWorkflow> = acting
+            .iter()
+            .copied()
+            .filter(|w| w.locks.awaiting)
+            .collect();
+        return Some(LockWish::TakeBack {
+            workflows: names(&awaiting),
+        });
+    }
+    if acting.is_empty() || !acting.iter().all(|w| idle(w)) {
+        // Something runs (or a Workflow has not seen that its locks went yet).
+        return None;
+    }
+    if acting.iter().all(|w| w.locks.awaiting) {
+        return Some(LockWish::Release { acting: false });
+    }
+    let since = acting
+        .iter()
+        .map(|w| w.locks.idle_since)
+        .collect::<Option<Vec<_>>>()?
+        .into_iter()
+        .max()?;
+    Some(LockWish::Idle {
+        workflows: names(&acting),
+        since,
+    })
 }
 
 /// The targets `group` waits for locks on (its current wave's), when it waits for locks: what

@@ -15,9 +15,10 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::api::{
-    ANNOTATION_RERUN, BudgetPolicy, ConditionStatus, IntOrString, MAX_LISTED_RUNS, Phase,
-    RerunFrom, RerunRequest, RolloutStatus, RunStatus, Target, WaveStatus, Workflow, WorkflowGroup,
-    WorkflowGroupStatus, WorkflowReference, WorkflowRerun,
+    ANNOTATION_RERUN, BudgetPolicy, ConditionStatus, IntOrString, MAX_LISTED_RUNS,
+    MAX_REMEMBERED_RERUN_IDS, Phase, RerunFrom, RerunRequest, RolloutStatus, RunStatus, Target,
+    WaveStatus, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference, WorkflowRerun,
+    rerun_id_digest,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -34,7 +35,7 @@ mod rerun;
 mod rollout;
 
 pub use self::attempt::{Attempt, LockWish, after_attempt, lock_wish, waiting_for};
-pub use self::observed::ObservedWorkflow;
+pub use self::observed::{LockTurn, ObservedWorkflow};
 use self::planner::Planner;
 use self::rerun::start_rerun;
 pub use self::rerun::{current_run, rerun_request, workflow_rerun};
@@ -323,6 +324,7 @@ fn plan_waves(
 mod tests {
     use std::time::Duration;
 
+    use super::rerun::remember_rerun_ids;
     use super::rollout::failure_budget;
     use super::*;
     use crate::api::WorkflowSpec;
@@ -403,6 +405,7 @@ mod tests {
                         message: "step x failed: boom".into(),
                         failed_targets: BTreeMap::new(),
                         deleted: false,
+                        locks: LockTurn::default(),
                     },
                 )
             })
@@ -444,6 +447,7 @@ mod tests {
                     message: String::new(),
                     failed_targets: BTreeMap::new(),
                     deleted: false,
+                    locks: LockTurn::default(),
                 };
                 (key, w)
             })
@@ -610,6 +614,65 @@ mod tests {
             now(),
         );
         assert!(!plan.keep_locks);
+    }
+
+    #[test]
+    fn a_group_whose_workflow_waits_idle_may_give_way_and_takes_its_locks_back_when_a_step_is_ready()
+     {
+        let plan = plan_group(&sample(), &BTreeMap::new(), &all_loaded(), now());
+        let group = after(&sample(), &plan);
+        let with = |reason: &str, turn: LockTurn| {
+            let mut w = observed(&[("pre-check", Phase::Pending)]);
+            let pre = w.get_mut("pre-check").unwrap();
+            pre.reason = reason.into();
+            pre.locks = turn;
+            w
+        };
+        let since = now();
+        let idle = LockTurn {
+            awaiting: false,
+            seen: true,
+            idle_since: Some(since),
+        };
+        let waits = with(reason::WAITING_FOR_APPROVAL, idle.clone());
+        let plan = plan_group(&group, &waits, &all_loaded(), now());
+        assert_eq!(
+            lock_wish(&plan, &waits),
+            LockWish::Idle {
+                workflows: vec!["wf-pre-check"],
+                since
+            }
+        );
+        // Running: it keeps them.
+        let runs = with(reason::RUNNING, idle.clone());
+        let plan = plan_group(&group, &runs, &all_loaded(), now());
+        assert_eq!(lock_wish(&plan, &runs), LockWish::Keep);
+        // Asked to wait for them, not seen yet: kept; seen while still idle: given back.
+        let gave = LockTurn {
+            awaiting: true,
+            seen: false,
+            ..idle.clone()
+        };
+        let unseen = with(reason::WAITING_FOR_APPROVAL, gave.clone());
+        let plan = plan_group(&group, &unseen, &all_loaded(), now());
+        assert_eq!(lock_wish(&plan, &unseen), LockWish::Keep);
+        let gave = LockTurn { seen: true, ..gave };
+        let seen = with(reason::WAITING_FOR_SCHEDULE, gave.clone());
+        let plan = plan_group(&group, &seen, &all_loaded(), now());
+        assert_eq!(lock_wish(&plan, &seen), LockWish::Release { acting: false });
+        // A step is ready: they are taken again, and while they are not, the group is in line.
+        let ready = with(reason::WAITING_FOR_TARGETS, gave);
+        let plan = plan_group(&group, &ready, &all_loaded(), now());
+        assert_eq!(
+            lock_wish(&plan, &ready),
+            LockWish::TakeBack {
+                workflows: vec!["wf-pre-check"]
+            }
+        );
+        let plan = after_attempt(&group, plan, Attempt::Locked("held by ns/b".into()), now());
+        let (_, why, _) = condition(&plan);
+        assert_eq!(why, reason::WAITING_FOR_TARGETS);
+        assert!(waiting_for(&after(&group, &plan)).is_some());
     }
 
     #[test]
@@ -875,6 +938,49 @@ mod tests {
         let again = plan_group(&group, &all, &all_loaded(), now());
         assert_eq!(again.status, group.status.clone().expect("status"));
         assert!(again.rerun.is_none() && again.create.is_none());
+    }
+
+    #[test]
+    fn a_rerun_id_stays_spent_after_its_run_has_left_the_list() {
+        let failed = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Failed)]);
+        let mut group = failed_at_setup();
+        let ask = |group: &mut WorkflowGroup, id: &str| {
+            group.spec.rerun = Some(RerunRequest {
+                id: id.into(),
+                ..RerunRequest::default()
+            });
+        };
+        // More re-runs than status.runs lists; each ends Failed again.
+        for n in 0..MAX_LISTED_RUNS + 5 {
+            ask(&mut group, &format!("fix-{n}"));
+            let plan = plan_group(&group, &failed, &all_loaded(), now());
+            assert_eq!(plan.status.phase, Some(Phase::Running), "fix-{n} starts");
+            group = after(&group, &plan);
+            let status = group.status.as_mut().expect("status");
+            status.phase = Some(Phase::Failed);
+            status.runs.last_mut().expect("run").phase = Phase::Failed;
+        }
+        let status = group.status.clone().expect("status");
+        assert_eq!(status.runs.len(), MAX_LISTED_RUNS);
+        assert!(status.runs.iter().all(|r| r.id.as_deref() != Some("fix-0")));
+        assert_eq!(status.rerun_id_digests.len(), MAX_LISTED_RUNS + 5);
+        // The first id, back in spec (say from git): nothing runs again.
+        ask(&mut group, "fix-0");
+        let plan = plan_group(&group, &failed, &all_loaded(), now());
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        assert_eq!(plan.status.runs, status.runs);
+        // The oldest digests go first, beyond the bound.
+        let mut full = status.clone();
+        full.rerun_id_digests = (0..MAX_REMEMBERED_RERUN_IDS)
+            .map(|n| format!("{n:016x}"))
+            .collect();
+        remember_rerun_ids(&mut full);
+        assert_eq!(full.rerun_id_digests.len(), MAX_REMEMBERED_RERUN_IDS);
+        assert_eq!(
+            full.rerun_id_digests.last(),
+            Some(&rerun_id_digest("fix-24"))
+        );
+        assert!(!full.rerun_id_digests.contains(&format!("{:016x}", 0)));
     }
 
     #[test]

@@ -23,6 +23,20 @@ pub struct ObservedWorkflow {
     /// It is gone from the API server (deleted by someone): what is known of it is the group's
     /// record ([`ObservedWorkflow::deleted`]).
     pub deleted: bool,
+    /// Where it stands with its group's locks.
+    pub locks: LockTurn,
+}
+
+/// What a Workflow says of its group's locks (nothing once it finished: the cache keeps little
+/// of a finished Workflow).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LockTurn {
+    /// Its group gave the locks away (`spec.awaitingLocks`).
+    pub awaiting: bool,
+    /// Its status reflects its spec as it is (`observedGeneration`): it has seen the request.
+    pub seen: bool,
+    /// Since when it has waited with nothing started (`status.idleSince`).
+    pub idle_since: Option<Timestamp>,
 }
 
 impl ObservedWorkflow {
@@ -51,6 +65,7 @@ impl ObservedWorkflow {
             message: condition.map(|c| c.message.clone()).unwrap_or_default(),
             failed_targets,
             deleted: false,
+            locks: LockTurn::of(workflow),
         }
     }
 
@@ -77,6 +92,21 @@ impl ObservedWorkflow {
             run: 0,
             asked_run: 0,
             deleted: true,
+            locks: LockTurn::default(),
+        }
+    }
+}
+
+impl LockTurn {
+    fn of(workflow: &Workflow) -> Self {
+        let status = workflow.status.as_ref();
+        if status.and_then(|s| s.phase).is_some_and(Phase::is_finished) {
+            return LockTurn::default();
+        }
+        LockTurn {
+            awaiting: workflow.spec.awaiting_locks,
+            seen: status.and_then(|s| s.observed_generation) == workflow.metadata.generation,
+            idle_since: status.and_then(|s| s.idle_since.as_ref()).map(|t| t.0),
         }
     }
 }

@@ -9,9 +9,13 @@ pub fn current_run(status: &WorkflowGroupStatus) -> u32 {
 }
 
 /// The re-run asked for and not acted on yet: `spec.rerun`, else the annotation
-/// `workflow.rxg456.cn/rerun`, whose id `status.runs` does not list.
+/// `workflow.rxg456.cn/rerun`, whose id neither `status.runs` lists nor
+/// `status.rerunIdDigests` remembers.
 pub fn rerun_request(group: &WorkflowGroup, status: &WorkflowGroupStatus) -> Option<RerunRequest> {
-    let acted = |id: &str| status.runs.iter().any(|r| r.id.as_deref() == Some(id));
+    let acted = |id: &str| {
+        status.runs.iter().any(|r| r.id.as_deref() == Some(id))
+            || status.rerun_id_digests.contains(&rerun_id_digest(id))
+    };
     let annotated = group
         .annotations()
         .get(ANNOTATION_RERUN)
@@ -26,6 +30,23 @@ pub fn rerun_request(group: &WorkflowGroup, status: &WorkflowGroupStatus) -> Opt
         .into_iter()
         .chain(annotated)
         .find(|r| !r.id.is_empty() && !acted(&r.id))
+}
+
+/// Adds the ids of `status.runs` that `status.rerunIdDigests` lacks (a group re-run before
+/// the digests were kept has its listed ids added the first time), keeping the newest
+/// [`MAX_REMEMBERED_RERUN_IDS`].
+pub(super) fn remember_rerun_ids(status: &mut WorkflowGroupStatus) {
+    for id in status.runs.iter().filter_map(|r| r.id.as_deref()) {
+        let digest = rerun_id_digest(id);
+        if !status.rerun_id_digests.contains(&digest) {
+            status.rerun_id_digests.push(digest);
+        }
+    }
+    let excess = status
+        .rerun_id_digests
+        .len()
+        .saturating_sub(MAX_REMEMBERED_RERUN_IDS);
+    status.rerun_id_digests.drain(..excess);
 }
 
 /// What `run` asks of a Workflow of `type_name` from an earlier run that ended `phase`; `None`
@@ -102,6 +123,7 @@ pub(super) fn start_rerun(
     });
     let excess = runs.len().saturating_sub(MAX_LISTED_RUNS);
     runs.drain(..excess);
+    remember_rerun_ids(&mut plan.status);
     plan.status.phase = Some(Phase::Running);
     plan.status.completion_time = None;
     plan.condition(ConditionStatus::Unknown, reason::RERUNNING, &message);
