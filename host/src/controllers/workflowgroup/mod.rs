@@ -75,12 +75,20 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     let attempt = carry_out(ctx, group, &plan, &workflows, &workflows_api).await?;
     let waiting = matches!(attempt, Attempt::Locked(_));
     let mut plan = after_attempt(group, plan, attempt, now);
-    let idle = match lock_wish(&plan, &workflows) {
-        LockWish::Idle { workflows, since } if !waiting => Some((
-            workflows.into_iter().map(String::from).collect::<Vec<_>>(),
-            since,
-        )),
-        _ => None,
+    // What the group wants of its locks now that the attempt is made: to give them way while
+    // it only waits, or to give them back. A group waiting for locks keeps what it holds (what
+    // it took in a failed attempt is already given back).
+    let (idle, release) = match lock_wish(&plan, &workflows) {
+        _ if waiting => (None, None),
+        LockWish::Idle { workflows, since } => (
+            Some((
+                workflows.into_iter().map(String::from).collect::<Vec<_>>(),
+                since,
+            )),
+            None,
+        ),
+        LockWish::Release { acting } => (None, Some(acting)),
+        _ => (None, None),
     };
     if let Some((idle, since)) = &idle
         && let Some(event) = give_way(ctx, group, idle, *since, &workflows_api, now).await?
@@ -109,11 +117,9 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         ctx.metrics.group_finished(phase.as_str());
         info!(%phase, "group finished");
     }
-    // A group waiting for locks keeps what it holds (what it took in a failed attempt is
-    // already given back).
-    let release_later = match lock_wish(&plan, &workflows) {
-        LockWish::Release { acting } if !waiting => give_back(ctx, group, acting).await?,
-        _ => false,
+    let release_later = match release {
+        Some(acting) => give_back(ctx, group, acting).await?,
+        None => false,
     };
     match plan.unavailable {
         Some(error) => Err(Error::PluginUnavailable(error)),
