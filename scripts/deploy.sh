@@ -8,6 +8,10 @@
 # last-applied annotation can hold.
 #
 #   WATCH_NAMESPACE=ns   the operator watches that namespace only (WORKFLOW_NAMESPACE)
+#   APISERVER_CIDRS=...  the addresses (CIDRs or single addresses, comma- or space-separated)
+#                        the API servers reach the webhook from; by default those of the
+#                        `kubernetes` EndpointSlice in `default`. The NetworkPolicy
+#                        (deploy/network-policy.yaml) admits only them to the webhook port.
 #
 # On the local cluster (tests/cluster/cluster.sh, with its real node) the image of `make image`
 # is imported into the real node and the operator's pods are placed there: the base itself has
@@ -44,6 +48,25 @@ if [ -n "$real_node" ]; then
   echo "deploy: the local cluster: the operator's pods go to its real node ($real_node)"
 fi
 
+# The NetworkPolicy's sources of the webhook port, in place of the base's placeholder.
+apiserver_addresses="${APISERVER_CIDRS:-}"
+if [ -z "$apiserver_addresses" ]; then
+  apiserver_addresses="$("$KUBECTL" -n default get endpointslices \
+    -l kubernetes.io/service-name=kubernetes -o jsonpath='{.items[*].endpoints[*].addresses[*]}')" \
+    || die "cannot read the API servers' addresses (the kubernetes EndpointSlice): set APISERVER_CIDRS"
+fi
+apiserver_blocks=""
+for address in ${apiserver_addresses//,/ }; do
+  case "$address" in
+    */*) cidr="$address" ;;
+    *:*) cidr="$address/128" ;;
+    *) cidr="$address/32" ;;
+  esac
+  apiserver_blocks+="${apiserver_blocks:+, }{ipBlock: {cidr: \"$cidr\"}}"
+done
+[ -n "$apiserver_blocks" ] || die "no API server address found: set APISERVER_CIDRS"
+echo "deploy: the webhook port admits the API servers at: ${apiserver_addresses//,/ }"
+
 overlay="$(mktemp -d "${TMPDIR:-/tmp}/workflow-operator-deploy.XXXXXX")"
 trap 'rm -rf "$overlay"' EXIT
 base="$(realpath --relative-to="$overlay" "$PWD/deploy")"
@@ -62,6 +85,11 @@ base="$(realpath --relative-to="$overlay" "$PWD/deploy")"
   echo "    - op: add"
   echo "      path: /spec/template/spec/containers/0/env/-"
   echo "      value: {name: WORKFLOW_DEFAULT_IMAGE, value: \"$STEP_IMG\"}"
+  echo "- target: {kind: NetworkPolicy, name: workflow-operator}"
+  echo "  patch: |-"
+  echo "    - op: replace"
+  echo "      path: /spec/ingress/0/from"
+  echo "      value: [$apiserver_blocks]"
   if [ -n "${WATCH_NAMESPACE:-}" ]; then
     echo "- target: {kind: Deployment, name: workflow-operator}"
     echo "  patch: |-"

@@ -205,6 +205,22 @@ struct WebhookArgs {
     /// the API server applying the failure policy.
     #[arg(long, env = "WORKFLOW_WEBHOOK_BUDGET_MS", default_value_t = 3000)]
     webhook_budget_ms: u64,
+    /// Admission reviews decoded and decided at once by one replica; one more is answered
+    /// 503 with `Retry-After: 1` (see docs/src/security.md: "The webhook holds under abuse").
+    #[arg(
+        long,
+        env = "WORKFLOW_WEBHOOK_MAX_REVIEWS",
+        default_value_t = webhook::WebhookLimits::default().max_reviews_in_flight
+    )]
+    webhook_max_reviews: usize,
+    /// Plugin calls of admission reviews at once, apart from the controllers' own: reviews
+    /// wait for each other within their budget, never for the controllers.
+    #[arg(
+        long,
+        env = "WORKFLOW_WEBHOOK_REVIEW_PLUGIN_CALLS",
+        default_value_t = webhook::WebhookLimits::default().max_review_plugin_calls
+    )]
+    webhook_review_plugin_calls: usize,
     /// Lifetime of the webhook's CA, in seconds (renewed at two thirds).
     #[arg(long, hide = true, default_value_t = 365 * 24 * 3600)]
     webhook_ca_lifetime_secs: u64,
@@ -444,12 +460,18 @@ async fn serve_webhook(
         args.webhook_secret.clone(),
         serving.clone(),
     ));
-    let reviewer = webhook::Reviewer {
-        plugins: registry.clone(),
-        budget: std::time::Duration::from_millis(args.webhook_budget_ms),
-        metrics,
+    let limits = webhook::WebhookLimits {
+        max_reviews_in_flight: args.webhook_max_reviews.max(1),
+        max_review_plugin_calls: args.webhook_review_plugin_calls.max(1),
+        ..webhook::WebhookLimits::default()
     };
-    let server = webhook::Webhook::bind(addr, serving, provider, reviewer).await?;
+    let reviewer = webhook::Reviewer::new(
+        registry.clone(),
+        std::time::Duration::from_millis(args.webhook_budget_ms),
+        limits.max_review_plugin_calls,
+        metrics.clone(),
+    );
+    let server = webhook::Webhook::bind(addr, serving, provider, reviewer, limits, metrics).await?;
     tokio::spawn(server.run());
     Ok(())
 }

@@ -1017,6 +1017,7 @@ fn rendered_install() -> (Vec<Value>, Vec<u8>) {
             "rbac.yaml",
             "operator.yaml",
             "webhook.yaml",
+            "network-policy.yaml",
         ],
     );
     copy_files(
@@ -1085,6 +1086,18 @@ fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
 
     assert_eq!(of_kind("PodDisruptionBudget").len(), 1);
+    // The webhook port admits the API servers only: the base holds a placeholder address that
+    // scripts/deploy.sh replaces; the metrics port admits labelled namespaces.
+    let policy = of_kind("NetworkPolicy");
+    assert_eq!(policy.len(), 1);
+    let ingress = &policy[0]["spec"]["ingress"];
+    assert_eq!(ingress[0]["ports"][0]["port"], "webhook");
+    assert_eq!(ingress[0]["from"][0]["ipBlock"]["cidr"], "192.0.2.1/32");
+    assert_eq!(ingress[1]["ports"][0]["port"], "http");
+    assert_eq!(
+        ingress[1]["from"][0]["namespaceSelector"]["matchLabels"]["workflow.rxg456.cn/metrics-access"],
+        "true"
+    );
     let service = of_kind("Service");
     assert_eq!(service[0]["spec"]["ports"][0]["port"], 8080);
 

@@ -108,6 +108,7 @@ fn undeploy() {
         "lease/workflow-operator",
         "service/workflow-operator-webhook",
         "secret/workflow-operator-webhook-tls",
+        "networkpolicy/workflow-operator",
         "--ignore-not-found",
         "--wait=false",
     ]);
@@ -178,6 +179,33 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
         "scripts/deploy.sh failed: {}{}",
         String::from_utf8_lossy(&deploy.stdout),
         String::from_utf8_lossy(&deploy.stderr)
+    );
+    // The NetworkPolicy admits the API server's addresses to the webhook, not the base's
+    // placeholder.
+    let admitted = cluster.kubectl_ok(&[
+        "-n",
+        INSTALL_NS,
+        "get",
+        "networkpolicy/workflow-operator",
+        "-o",
+        "jsonpath={.spec.ingress[0].from[*].ipBlock.cidr}",
+    ]);
+    let apiservers = cluster.kubectl_ok(&[
+        "-n",
+        "default",
+        "get",
+        "endpointslices",
+        "-l",
+        "kubernetes.io/service-name=kubernetes",
+        "-o",
+        "jsonpath={.items[*].endpoints[*].addresses[*]}",
+    ]);
+    assert!(
+        !admitted.contains("192.0.2.1")
+            && apiservers.split_whitespace().all(|address| admitted
+                .split_whitespace()
+                .any(|cidr| cidr.starts_with(&format!("{address}/")))),
+        "the NetworkPolicy admits {admitted:?}, the API servers are at {apiservers:?}"
     );
 
     // Two replicas, both on the real node, running the image; one holds the lease.

@@ -1,5 +1,6 @@
 //! Prometheus metrics of admissions, under the `workflow_operator_webhook` prefix: how many
-//! by result, and how long each took from the request's body to the answer.
+//! by result, how long each took from the request's body to the answer, and the requests and
+//! connections the webhook's limits turned away, by reason.
 
 use std::time::Duration;
 
@@ -23,21 +24,59 @@ struct ResultLabels {
     result: &'static str,
 }
 
-/// The admissions counter and duration histogram. Cheap to clone: clones record into the
-/// same metrics.
+/// Why the webhook turned a connection or request away ([`super::WebhookLimits`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// The handshake, the head, the body or the connection's age ran out of time.
+    Timeout,
+    /// A head or body over its limit.
+    TooLarge,
+    /// Every review slot taken, or the bodies' byte budget spent: try again.
+    Busy,
+    /// Every connection slot taken: closed as accepted.
+    TooManyConnections,
+    /// A body of too many JSON values, or nested too deep.
+    TooComplex,
+}
+
+impl Rejection {
+    /// The `reason` label.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Rejection::Timeout => "timeout",
+            Rejection::TooLarge => "too_large",
+            Rejection::Busy => "busy",
+            Rejection::TooManyConnections => "too_many_connections",
+            Rejection::TooComplex => "too_complex",
+        }
+    }
+}
+
+/// Why the webhook turned something away.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    /// [`Rejection::as_str`].
+    reason: &'static str,
+}
+
+/// The admissions counter and duration histogram, and the rejections counter. Cheap to
+/// clone: clones record into the same metrics.
 #[derive(Clone, Debug)]
 pub struct WebhookMetrics {
     admissions: Family<ResultLabels, Counter>,
     duration: Histogram,
+    rejections: Family<ReasonLabels, Counter>,
 }
 
 impl WebhookMetrics {
-    /// Registers `workflow_operator_webhook_admissions_total` (by result) and
-    /// `workflow_operator_webhook_admission_duration_seconds` in `registry`.
+    /// Registers `workflow_operator_webhook_admissions_total` (by result),
+    /// `workflow_operator_webhook_admission_duration_seconds` and
+    /// `workflow_operator_webhook_rejections_total` (by reason) in `registry`.
     pub fn register(registry: &mut Registry) -> Self {
         let metrics = Self {
             admissions: Family::default(),
             duration: Histogram::new(DURATION_BUCKETS),
+            rejections: Family::default(),
         };
         let sub = registry.sub_registry_with_prefix("workflow_operator_webhook");
         sub.register(
@@ -51,6 +90,11 @@ impl WebhookMetrics {
             Unit::Seconds,
             metrics.duration.clone(),
         );
+        sub.register(
+            "rejections",
+            "Connections and requests the webhook's limits turned away, by reason",
+            metrics.rejections.clone(),
+        );
         metrics
     }
 
@@ -60,5 +104,14 @@ impl WebhookMetrics {
             .get_or_create(&ResultLabels { result })
             .inc();
         self.duration.observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one connection or request turned away.
+    pub fn reject(&self, why: Rejection) {
+        self.rejections
+            .get_or_create(&ReasonLabels {
+                reason: why.as_str(),
+            })
+            .inc();
     }
 }

@@ -6,7 +6,8 @@
 //! - [`review`]: AdmissionReview in, AdmissionReview out, asking the plugin each type would
 //!   be pinned to now (the registry's current version), within a time budget.
 //! - [`server`]: HTTPS on every replica ([`tls`]: the certificate, reloaded from its Secret
-//!   without a restart).
+//!   without a restart), held to its [`limits`]: [`request`] reads a body within them and
+//!   [`complexity`] measures it before it is decoded.
 //! - [`certs`] and [`keeper`]: the operator's own CA and serving certificate, renewed by the
 //!   leader, which also keeps the webhook configuration's `caBundle` current. No cert-manager.
 //!
@@ -16,17 +17,24 @@
 
 pub mod admission;
 pub mod certs;
+pub mod complexity;
 pub mod keeper;
+pub mod limits;
 pub mod metrics;
+pub mod request;
 pub mod review;
 pub mod server;
 pub mod tls;
 
+#[cfg(test)]
+mod abuse_tests;
+
 pub use certs::Lifetimes;
 pub use keeper::KeeperConfig;
-pub use metrics::WebhookMetrics;
+pub use limits::WebhookLimits;
+pub use metrics::{Rejection, WebhookMetrics};
 pub use review::Reviewer;
-pub use server::{VALIDATE_PATH, Webhook};
+pub use server::{Review, VALIDATE_PATH, Webhook};
 pub use tls::ServingCert;
 
 /// The crypto provider of the webhook's TLS: ring, as kube's client uses.

@@ -1,11 +1,16 @@
 //! From an AdmissionReview's bytes to the answer's: decode, ask the plugins within the
 //! budget, decide ([`super::admission`]), record.
+//!
+//! The plugin calls of reviews take turns on a few permits of their own: any number of
+//! reviews never run more plugin calls at once than that, so the controllers (which call the
+//! same plugins from their own workers) keep the CPU and the instance pool.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use tokio::sync::Semaphore;
 use tracing::{debug, warn};
 
 use super::admission::{self, TypeAnswer, Verdict};
@@ -23,9 +28,27 @@ pub struct Reviewer {
     /// hears the answer and never applies the failure policy to a slow plugin.
     pub budget: Duration,
     pub metrics: Option<WebhookMetrics>,
+    /// The permits of reviews' plugin calls ([`super::WebhookLimits::max_review_plugin_calls`]).
+    pub plugin_calls: Arc<Semaphore>,
 }
 
 impl Reviewer {
+    /// Reviews with `plugins` within `budget`, running at most `plugin_calls` plugin calls at
+    /// once whatever the number of reviews.
+    pub fn new(
+        plugins: PluginRegistry,
+        budget: Duration,
+        plugin_calls: usize,
+        metrics: Option<WebhookMetrics>,
+    ) -> Self {
+        Self {
+            plugins,
+            budget,
+            metrics,
+            plugin_calls: Arc::new(Semaphore::new(plugin_calls)),
+        }
+    }
+
     /// The AdmissionReview (JSON) answering the one in `body`.
     pub async fn review(&self, body: &[u8]) -> Vec<u8> {
         let started = Instant::now();
@@ -78,10 +101,11 @@ impl Reviewer {
         let asked = types.into_iter().map(|type_name| {
             let plugin = self.plugins.get(&type_name);
             let group = group.clone();
+            let permits = &self.plugin_calls;
             async move {
                 let answer = match plugin {
                     None => TypeAnswer::NoPlugin,
-                    Some(plugin) => ask(&type_name, plugin, group, now, deadline).await,
+                    Some(plugin) => ask(&type_name, plugin, group, now, permits, deadline).await,
                 };
                 (type_name, answer)
             }
@@ -91,22 +115,60 @@ impl Reviewer {
     }
 }
 
-/// Renders the group with `plugin` as the controller would (the plugins are synchronous and
-/// bounded by their own time limit: on a blocking thread), giving up at `deadline`.
+/// Renders the group with `plugin` as the controller would, as one of the reviews' plugin
+/// calls (`permits`), giving up at `deadline`.
 async fn ask(
     type_name: &str,
     plugin: Arc<Plugin>,
     group: Arc<WorkflowGroup>,
     now: i64,
+    permits: &Arc<Semaphore>,
     deadline: tokio::time::Instant,
 ) -> TypeAnswer {
-    let call = tokio::task::spawn_blocking(move || render_workflow(&group, &plugin, now).map(drop));
-    match tokio::time::timeout_at(deadline, call).await {
-        Ok(Ok(rendered)) => TypeAnswer::of_render(type_name, rendered),
-        Ok(Err(join)) => TypeAnswer::Unanswered(format!("the plugin call failed: {join}")),
-        Err(_) => {
-            TypeAnswer::Unanswered("the plugin did not answer within the admission budget".into())
-        }
+    match bounded_call(permits, deadline, move || {
+        render_workflow(&group, &plugin, now).map(drop)
+    })
+    .await
+    {
+        Ok(rendered) => TypeAnswer::of_render(type_name, rendered),
+        Err(why) => TypeAnswer::Unanswered(why.to_string()),
+    }
+}
+
+/// Why a plugin call of a review gave no answer.
+#[derive(Debug, thiserror::Error)]
+enum Unanswered {
+    /// No permit came free before the deadline.
+    #[error("other reviews' plugin calls took the admission budget")]
+    NoTurn,
+    /// The call began but had not returned by the deadline.
+    #[error("the plugin did not answer within the admission budget")]
+    Late,
+    /// The call's thread panicked or was cancelled.
+    #[error("the plugin call failed: {0}")]
+    Failed(#[from] tokio::task::JoinError),
+}
+
+/// Runs `call` (a plugin call: synchronous, bounded by its own time limit) on a blocking
+/// thread once one of `permits` is free, waiting until `deadline` at most. The permit goes
+/// with the call and is given back when the call returns, not when the review stops waiting
+/// for it: a late call still counts until it ends.
+async fn bounded_call<T: Send + 'static>(
+    permits: &Arc<Semaphore>,
+    deadline: tokio::time::Instant,
+    call: impl FnOnce() -> T + Send + 'static,
+) -> Result<T, Unanswered> {
+    let Ok(Ok(permit)) = tokio::time::timeout_at(deadline, permits.clone().acquire_owned()).await
+    else {
+        return Err(Unanswered::NoTurn);
+    };
+    let running = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        call()
+    });
+    match tokio::time::timeout_at(deadline, running).await {
+        Ok(done) => Ok(done?),
+        Err(_) => Err(Unanswered::Late),
     }
 }
 
@@ -137,5 +199,58 @@ fn respond(request: &AdmissionRequest<DynamicObject>, verdict: &Verdict) -> Admi
             }
             response
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::mpsc;
+
+    use super::*;
+
+    fn far() -> tokio::time::Instant {
+        tokio::time::Instant::now() + Duration::from_secs(60)
+    }
+
+    #[tokio::test]
+    async fn reviews_never_run_more_plugin_calls_at_once_than_their_permits() {
+        let permits = Arc::new(Semaphore::new(2));
+        let running = Arc::new(AtomicUsize::new(0));
+        let most = Arc::new(AtomicUsize::new(0));
+        let calls = (0..8).map(|_| {
+            let (running, most) = (running.clone(), most.clone());
+            bounded_call(&permits, far(), move || {
+                let now = running.fetch_add(1, Ordering::SeqCst) + 1;
+                most.fetch_max(now, Ordering::SeqCst);
+                std::thread::sleep(Duration::from_millis(20));
+                running.fetch_sub(1, Ordering::SeqCst);
+            })
+        });
+        let done = futures::future::join_all(calls).await;
+        assert!(done.iter().all(Result::is_ok), "{done:?}");
+        assert!(most.load(Ordering::SeqCst) <= 2, "{most:?} at once");
+    }
+
+    #[tokio::test]
+    async fn a_call_past_the_deadline_keeps_its_permit_until_it_returns() {
+        let permits = Arc::new(Semaphore::new(1));
+        let (release, released) = mpsc::channel::<()>();
+        let soon = tokio::time::Instant::now() + Duration::from_millis(50);
+        let late = bounded_call(&permits, soon, move || {
+            let _ = released.recv();
+        })
+        .await;
+        assert!(matches!(late, Err(Unanswered::Late)), "{late:?}");
+        assert_eq!(permits.available_permits(), 0, "the late call still runs");
+        let waited = bounded_call(
+            &permits,
+            tokio::time::Instant::now() + Duration::from_millis(50),
+            || (),
+        )
+        .await;
+        assert!(matches!(waited, Err(Unanswered::NoTurn)), "{waited:?}");
+        release.send(()).expect("the late call waits");
+        assert!(bounded_call(&permits, far(), || ()).await.is_ok());
     }
 }
