@@ -151,6 +151,9 @@ pub enum Rule {
     VersionPin,
     /// It ends in `-` or in a single `+`: apt reads those as "remove" and "install".
     AptSuffix,
+    /// The version after `=` does not start with a digit or holds other characters than a
+    /// version's.
+    Version,
     /// It holds a character outside of these.
     Characters(&'static str),
     /// It does not start (and end) as its kind must.
@@ -183,6 +186,9 @@ impl fmt::Display for Rule {
             Rule::VersionPin => f.write_str("it pins a version with '=', which this field does not take"),
             Rule::AptSuffix => f.write_str(
                 "it ends in '-' or in a single '+', which apt reads as \"remove\" or \"install\"",
+            ),
+            Rule::Version => f.write_str(
+                "the version after '=' must start with a digit and hold only letters, digits, '.', '+', '~', ':' and '-'",
             ),
             Rule::Characters(allowed) => write!(f, "only {allowed} are allowed"),
             Rule::Edges(what) => write!(f, "it must {what}"),
@@ -455,9 +461,7 @@ pub fn package_name_with_version(field: &str, word: &str) -> Result<(), WordErro
             || !version
                 .chars()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '+' | '~' | ':' | '-')),
-        Rule::Characters(
-            "after '=', a version of letters, digits, '.', '+', '~', ':' and '-' starting with a digit,",
-        ),
+        Rule::Version,
     )?;
     w.unless(apt_suffix(word), Rule::AptSuffix)
 }
@@ -1013,12 +1017,19 @@ mod tests {
             package_name_with_version,
             &["curl=7.88.1-10+deb12u5", "curl=1:2.0~rc1", "curl"],
         );
-        for bad in ["curl=", "curl=latest", "curl=1 2", "curl=1;x", "=1.0"] {
-            assert!(
-                rule(package_name_with_version, bad).is_some(),
-                "{bad:?} should be refused"
-            );
-        }
+        refuses(
+            package_name_with_version,
+            &["curl=", "curl=latest", "curl=1;x", "curl=1=2"],
+            Rule::Version,
+        );
+        assert_eq!(
+            rule(package_name_with_version, "curl=1 2"),
+            Some(Rule::Whitespace)
+        );
+        assert!(matches!(
+            rule(package_name_with_version, "=1.0"),
+            Some(Rule::Edges(_))
+        ));
         assert_eq!(
             rule(package_name_with_version, "curl-=1.0"),
             Some(Rule::AptSuffix)

@@ -1195,7 +1195,9 @@ mod tests {
 
     #[test]
     fn a_group_with_a_word_that_is_not_a_word_of_its_kind_waits_as_an_invalid_spec_naming_it() {
-        let cases: [(fn(&mut WorkflowGroup), &str); 4] = [
+        /// What spoils the sample group, and how the condition's message begins.
+        type Spoiled = (fn(&mut WorkflowGroup), &'static str);
+        let cases: [Spoiled; 4] = [
             (
                 |g| g.spec.targets[1].name = "Node_2".into(),
                 "spec.targets[1].name: \"Node_2\" is not a valid DNS-1123 subdomain: only lowercase \
