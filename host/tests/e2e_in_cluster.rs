@@ -292,7 +292,7 @@ fn installed_by_make_deploy_it_runs_on_the_real_node_hands_over_when_the_leader_
     eprintln!("the installed webhook answered {waited:?} after both replicas were ready");
     assert!(
         said.contains("admission webhook \"workflowgroups.workflow.rxg456.cn\" denied the request")
-            && said.contains("invalid params at `requiredCommands`: \"rm -rf\" must be one word"),
+            && said.contains("invalid params at `requiredCommands[0]`: \"rm -rf\" is not a valid command name: it holds a blank, which would make it two words"),
         "{said}"
     );
     // Really applied, it is refused too, and nothing is stored.

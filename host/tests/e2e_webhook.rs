@@ -16,7 +16,7 @@ use serde_json::json;
 use workflow_e2e::poll_until;
 
 /// What pre-check's `validate` says of a command that is not one word.
-const PRE_CHECK_REFUSAL: &str = "invalid params at `requiredCommands`: \"rm -rf\" must be one word";
+const PRE_CHECK_REFUSAL: &str = "invalid params at `requiredCommands[0]`: \"rm -rf\" is not a valid command name: it holds a blank, which would make it two words";
 
 /// A pre-check group whose params its plugin refuses.
 fn refused_group(name: &str) -> String {

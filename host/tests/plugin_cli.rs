@@ -239,6 +239,25 @@ fn render_and_eval_refuse_params_the_operator_would_refuse() {
 }
 
 #[test]
+fn render_refuses_a_group_whose_target_name_the_api_server_would_refuse() {
+    let group = group_file(&["pre-check"], "    pre-check: {}\n");
+    let text = std::fs::read_to_string(group.path())
+        .expect("the group")
+        .replace("name: n1,", "name: \"n1;reboot\",");
+    std::fs::write(group.path(), text).expect("write the group");
+    let output = plugin_cli(&[
+        "render",
+        &arg(builtin_path("pre-check")),
+        "--group",
+        &arg(group.path().to_path_buf()),
+    ]);
+    assert_fails_with_one_line(
+        &output,
+        "spec.targets[0].name: \"n1;reboot\" is not a valid DNS-1123 subdomain",
+    );
+}
+
+#[test]
 fn deeply_nested_params_fail_fast_with_one_line() {
     let depth = 100_000;
     let nested = format!("{}{}", "[".repeat(depth), "]".repeat(depth));

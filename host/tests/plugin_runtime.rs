@@ -226,6 +226,42 @@ fn at_rejects_a_schedule_that_does_not_parse_naming_the_field() {
 }
 
 #[test]
+fn a_word_of_the_params_that_is_not_a_word_of_its_kind_is_refused_naming_the_field_and_the_rule() {
+    let cases = [
+        (
+            "setup",
+            json!({"packages": ["chrony", "curl-"]}),
+            "invalid params at `packages[1]`: \"curl-\" is not a valid package name: it ends in \
+             '-' or in a single '+', which apt reads as \"remove\" or \"install\"",
+        ),
+        (
+            "post-check",
+            json!({"files": ["/etc/*.conf"]}),
+            "invalid params at `files[0]`: \"/etc/*.conf\" is not a valid path: it holds '*', \
+             '?', '[' or ']', which a shell or a package manager reads as a pattern",
+        ),
+        (
+            "pre-check",
+            json!({"requiredCommands": ["-h"]}),
+            "invalid params at `requiredCommands[0]`: \"-h\" is not a valid command name: it \
+             starts with '-', which a program reads as an option",
+        ),
+        (
+            "decommission",
+            json!({"ssh": {"roles": ["Worker,Master"]}}),
+            "invalid params at `ssh.roles[0]`: \"Worker,Master\" is not a valid role",
+        ),
+    ];
+    for (type_name, params, says) in cases {
+        let err = load_builtin(type_name)
+            .validate(&params)
+            .expect_err("a malformed word");
+        assert!(matches!(err, PluginError::InvalidParams { .. }), "{err:?}");
+        assert!(err.to_string().contains(says), "{type_name}: {err}");
+    }
+}
+
+#[test]
 fn params_are_checked_against_the_declared_schema_first_naming_the_path() {
     let plugin = load_builtin("at");
     let err = plugin

@@ -6,6 +6,8 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::words::{self, WordError};
+
 /// Why a set of steps is not a runnable graph.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GraphError {
@@ -15,39 +17,15 @@ pub enum GraphError {
     /// Two steps share a name.
     #[error("step name {0:?} is used more than once")]
     DuplicateName(String),
-    /// A step name Kubernetes cannot use in labels and pod names.
-    #[error("step name {name:?} is invalid: {reason}")]
-    InvalidName { name: String, reason: String },
+    /// A step name Kubernetes cannot use in labels and pod names (not a DNS-1123 label).
+    #[error("{0}")]
+    InvalidName(#[from] WordError),
     /// A dependency names no step of the workflow.
     #[error("step {step:?} depends on {missing:?}, which is not a step of this workflow")]
     UnknownDependency { step: String, missing: String },
     /// A step depends on itself, directly or through others.
     #[error("steps form a dependency cycle: {}", .0.join(" -> "))]
     Cycle(Vec<String>),
-}
-
-/// Checks that `name` is a DNS-1123 label (RFC 1123): what Kubernetes accepts as a label value
-/// and as part of an object name.
-pub fn check_dns_label(name: &str) -> Result<(), String> {
-    if name.is_empty() {
-        return Err("it is empty".into());
-    }
-    if name.len() > 63 {
-        return Err(format!(
-            "it has {} characters, at most 63 are allowed",
-            name.len()
-        ));
-    }
-    if !name
-        .bytes()
-        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-    {
-        return Err("only lowercase letters, digits and '-' are allowed".into());
-    }
-    if name.starts_with('-') || name.ends_with('-') {
-        return Err("it must start and end with a letter or digit".into());
-    }
-    Ok(())
 }
 
 /// Steps whose names and dependencies have been checked, in a topological order.
@@ -72,11 +50,8 @@ impl StepGraph {
     {
         let mut written = Vec::new();
         let mut deps: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for (name, step_deps) in steps {
-            check_dns_label(name).map_err(|reason| GraphError::InvalidName {
-                name: name.to_string(),
-                reason,
-            })?;
+        for (i, (name, step_deps)) in steps.into_iter().enumerate() {
+            words::dns_label(&format!("steps[{i}].name"), name)?;
             let step_deps: Vec<String> = step_deps.into_iter().map(str::to_string).collect();
             if deps.insert(name.to_string(), step_deps).is_some() {
                 return Err(GraphError::DuplicateName(name.to_string()));
@@ -96,7 +71,6 @@ impl StepGraph {
                 }
             }
         }
-        // Kahn's algorithm, always taking the earliest written ready step, so the order is stable.
         // Kahn's algorithm, taking the first ready step in written order each time: linear in
         // the number of dependencies however a plugin lists them.
         let index: BTreeMap<&str, usize> = written
@@ -173,7 +147,7 @@ fn find_cycle(
 mod tests {
     use super::*;
 
-    fn graph(steps: &[(&'static str, &[&'static str])]) -> Result<StepGraph, GraphError> {
+    fn graph<'a>(steps: &[(&'a str, &[&'a str])]) -> Result<StepGraph, GraphError> {
         StepGraph::new(steps.iter().map(|(n, d)| (*n, d.iter().copied())))
     }
 
@@ -220,12 +194,21 @@ mod tests {
     }
 
     #[test]
-    fn names_kubernetes_cannot_use_are_rejected() {
+    fn a_step_name_kubernetes_cannot_use_is_refused_naming_the_step_and_the_rule() {
         let too_long = "x".repeat(64);
         for bad in ["Check", "a_b", "-a", "a-", "", too_long.as_str()] {
-            assert!(check_dns_label(bad).is_err(), "{bad:?} should be rejected");
+            let Err(GraphError::InvalidName(e)) = graph(&[("ok", &[]), (bad, &[])]) else {
+                panic!("{bad:?} should be refused");
+            };
+            assert_eq!(e.field, "steps[1].name", "{bad:?}");
         }
-        assert!(check_dns_label("check-network-2").is_ok());
+        let err = graph(&[("Check", &[])]).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "steps[0].name: \"Check\" is not a valid DNS-1123 label: only lowercase letters, \
+             digits and '-' are allowed"
+        );
+        assert!(graph(&[("check-network-2", &[])]).is_ok());
     }
 
     #[test]

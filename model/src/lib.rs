@@ -7,8 +7,10 @@
 //! bindings). The serde names of targets and steps are the API's wire format (camelCase; empty
 //! optional fields are left out), and their doc comments are the CRD's field descriptions.
 //!
-//! Beside the types: [`graph`], a workflow's steps as a validated dependency graph, and
-//! [`text`], how text from plugins is made fit for conditions, Events and logs.
+//! Beside the types: [`graph`], a workflow's steps as a validated dependency graph,
+//! [`text`], how text from plugins and targets is made fit for conditions, Events, status and
+//! the command line, and [`words`], one validator per kind of word (package and command names,
+//! paths, endpoints, target names and roles).
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -16,22 +18,49 @@ use serde::{Deserialize, Serialize};
 pub mod graph;
 pub mod report;
 pub mod text;
+pub mod words;
 
 pub use report::{TargetOutcome, TargetReport, TargetResult};
 
 /// A node a workflow acts on (a group's `spec.targets[]`). Data only: nothing connects to it.
 #[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
 pub struct Target {
-    /// Name of the target, e.g. `node-1`.
+    /// Name of the target, e.g. `node-1`: a DNS-1123 subdomain (the Node's name when it joins).
+    #[schemars(length(max = words::DNS_SUBDOMAIN_MAX), regex(pattern = words::DNS_SUBDOMAIN_PATTERN))]
     pub name: String,
     /// IP address of the target (IPv4 or IPv6).
     // 45 characters is the longest IPv6 text (with an embedded IPv4 address); the bound lets
     // the API server bound the cost of the CRD's `isIP` rule.
     #[schemars(length(max = 45))]
     pub ip: String,
-    /// Role of the target (e.g. Master, Worker).
+    /// Role of the target (e.g. Master, Worker): a label value (letters, digits, '-', '_' and
+    /// '.', starting and ending with a letter or digit).
     #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(length(max = words::ROLE_MAX), regex(pattern = words::ROLE_PATTERN))]
     pub role: String,
+}
+
+impl Target {
+    /// Checks the target's words: its name a DNS-1123 subdomain, its role (when it has one) a
+    /// role. `field` names the target, e.g. `spec.targets[2]`.
+    ///
+    /// ```
+    /// use workflow_model::Target;
+    ///
+    /// let target = Target { name: "Node_1".into(), ip: "10.0.0.1".into(), role: "Worker".into() };
+    /// let refused = target.check_words("spec.targets[0]").unwrap_err();
+    /// assert_eq!(refused.field, "spec.targets[0].name");
+    /// ```
+    ///
+    /// # Errors
+    /// The first word refused.
+    pub fn check_words(&self, field: &str) -> Result<(), words::WordError> {
+        words::dns_subdomain(&format!("{field}.name"), &self.name)?;
+        if self.role.is_empty() {
+            return Ok(());
+        }
+        words::role(&format!("{field}.role"), &self.role)
+    }
 }
 
 /// An environment variable of a step's container.

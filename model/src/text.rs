@@ -1,8 +1,12 @@
 //! Text made fit for where people and logs read it: control characters escaped, cut at a byte
 //! budget, folded to one line.
 //!
-//! Most of this text comes from plugins or from error chains (a plugin's failure reason, its
-//! panic message, a wasm backtrace), so nothing about its length or content can be assumed.
+//! Most of this text comes from plugins, targets or error chains (a plugin's failure reason, a
+//! target's output, its panic message, a wasm backtrace), so nothing about its length or
+//! content can be assumed. Output is inert: [`escape_controls`] is the one way a control
+//! character (ESC, NUL, DEL, C0 and C1 controls) is shown, as a Rust escape (`\u{1b}`), in
+//! conditions, Events, status and on the command line; [`escape_controls_in_lines`] keeps
+//! the newlines and tabs of output shown as lines (`logs`).
 //! Budgets are in bytes, as the API server and log pipelines count them; a cut never splits a
 //! character, and its [`Marker`] follows the kept bytes (it is not counted in the budget).
 
@@ -66,18 +70,65 @@ pub fn truncate(s: &str, max: usize, marker: Marker) -> Cow<'_, str> {
 /// assert_eq!(escape_controls("检查网络 ok"), "检查网络 ok");
 /// ```
 pub fn escape_controls(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(char::is_control) {
+    escape(s, char::is_control)
+}
+
+/// `s` with its control characters escaped as [`escape_controls`] does, but for newlines and
+/// tabs: for output shown as lines (a step's log), which cannot drive a terminal (no ESC, no
+/// carriage return, no C1 control) and keeps its shape.
+///
+/// ```
+/// use workflow_model::text::escape_controls_in_lines;
+///
+/// assert_eq!(escape_controls_in_lines("ok\n\tdone\u{1b}[2J\r"), "ok\n\tdone\\u{1b}[2J\\r");
+/// ```
+pub fn escape_controls_in_lines(s: &str) -> Cow<'_, str> {
+    escape(s, |c| c.is_control() && c != '\n' && c != '\t')
+}
+
+/// `s` with the characters for which `escaped` holds written as Rust escapes; `s` itself when
+/// there are none.
+fn escape(s: &str, escaped: impl Fn(char) -> bool) -> Cow<'_, str> {
+    if !s.chars().any(&escaped) {
         return Cow::Borrowed(s);
     }
-    let mut escaped = String::with_capacity(s.len() + 8);
+    let mut out = String::with_capacity(s.len() + 8);
     for c in s.chars() {
-        if c.is_control() {
-            escaped.extend(c.escape_default());
+        if escaped(c) {
+            out.extend(c.escape_default());
         } else {
-            escaped.push(c);
+            out.push(c);
         }
     }
-    Cow::Owned(escaped)
+    Cow::Owned(out)
+}
+
+/// The end of `s` as [`escape_controls_in_lines`] shows it, at most `max` bytes of it: for
+/// the end of a step's output kept in its status. The cut falls between characters, never
+/// inside an escape.
+///
+/// ```
+/// use workflow_model::text::printable_tail;
+///
+/// assert_eq!(printable_tail("first\nlast\u{1b}[0m", 12), "ast\\u{1b}[0m");
+/// assert_eq!(printable_tail("short", 100), "short");
+/// ```
+pub fn printable_tail(s: &str, max: usize) -> String {
+    let mut start = s.len();
+    let mut kept = 0;
+    for (i, c) in s.char_indices().rev() {
+        let width = if c.is_control() && c != '\n' && c != '\t' {
+            c.escape_default().count()
+        } else {
+            c.len_utf8()
+        };
+        if kept + width > max {
+            break;
+        }
+        kept += width;
+        start = i;
+    }
+    escape_controls_in_lines(&s[start..]).into_owned()
 }
 
 /// `s` made safe to show a person: its control characters escaped ([`escape_controls`]),
@@ -122,19 +173,22 @@ pub fn one_line(s: &str, max: usize) -> String {
     truncate(&joined, max, Marker::Length).into_owned()
 }
 
-/// `s` folded onto one line: each run of whitespace and control characters becomes one
-/// space, and the ends are trimmed. For a reason or message shown on a line of its own.
+/// `s` folded onto one line: each run of whitespace (newlines and tabs too) becomes one
+/// space, the ends are trimmed, and any other control character is escaped as
+/// [`escape_controls`] does. For a reason or message shown on a line of its own.
 ///
 /// ```
 /// use workflow_model::text::fold;
 ///
-/// assert_eq!(fold(" connect:\n  refused\u{1b}[2J "), "connect: refused [2J");
+/// assert_eq!(fold(" connect:\n  refused\u{1b}[2J "), "connect: refused\\u{1b}[2J");
 /// ```
 pub fn fold(s: &str) -> String {
-    s.split(|c: char| c.is_whitespace() || c.is_control())
+    let joined = s
+        .split(char::is_whitespace)
         .filter(|word| !word.is_empty())
         .collect::<Vec<_>>()
-        .join(" ")
+        .join(" ");
+    escape_controls(&joined).into_owned()
 }
 
 #[cfg(test)]
@@ -156,6 +210,52 @@ mod tests {
         assert_eq!(escape_controls("a\tb\r\n"), "a\\tb\\r\\n");
         // C1 controls too (U+009B is a one-character CSI on some terminals).
         assert_eq!(escape_controls("\u{9b}31m"), "\\u{9b}31m");
+    }
+
+    #[test]
+    fn output_shown_as_lines_keeps_its_newlines_and_tabs_and_nothing_else() {
+        let hostile = "line 1\n\tline 2\u{1b}]0;owned\u{7}\r\u{7f}\u{9b}2J\u{0}";
+        let shown = escape_controls_in_lines(hostile);
+        assert_eq!(
+            shown,
+            "line 1\n\tline 2\\u{1b}]0;owned\\u{7}\\r\\u{7f}\\u{9b}2J\\u{0}"
+        );
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+        assert!(matches!(
+            escape_controls_in_lines("a\n\tb"),
+            Cow::Borrowed(_)
+        ));
+    }
+
+    #[test]
+    fn the_tail_of_output_is_escaped_within_its_budget_and_never_cut_inside_an_escape() {
+        let output = format!("{}\u{1b}[31mred\u{1b}[0m\n", "x".repeat(3000));
+        for max in 0..40 {
+            let tail = printable_tail(&output, max);
+            assert!(tail.len() <= max, "{max}: {tail:?}");
+            assert!(!tail.contains('\u{1b}'), "{max}: {tail:?}");
+            // What is kept is whole escapes: a cut escape would leave a `{1b}` without its `\u`.
+            assert_eq!(
+                tail.matches("\\u{1b}").count(),
+                tail.matches("{1b}").count(),
+                "{max}: {tail:?}"
+            );
+        }
+        assert_eq!(printable_tail(&output, 23), "\\u{1b}[31mred\\u{1b}[0m\n");
+        assert_eq!(printable_tail("", 10), "");
+    }
+
+    #[test]
+    fn folding_keeps_one_line_and_escapes_what_is_not_whitespace() {
+        assert_eq!(
+            fold("exit 1:\r\n  disk\tfull\u{1b}[2J\u{9b}0m "),
+            "exit 1: disk full\\u{1b}[2J\\u{9b}0m"
+        );
+        assert!(!fold("a\u{1b}\u{7f}\u{85}b").chars().any(char::is_control));
     }
 
     #[test]

@@ -109,6 +109,23 @@ pub mod report;
 pub mod stdio;
 mod types;
 
+/// One validator per kind of word (package and command names, paths, endpoints, roles, ...):
+/// a type checks the words of its params with them in
+/// [`validate`](WorkflowType::validate), and `?` turns a refusal into an [`Error`] that names
+/// the field, the word and the rule.
+///
+/// ```
+/// use workflow_plugin_sdk::prelude::*;
+///
+/// fn validate(commands: &[String]) -> Result<(), Error> {
+///     words::each("requiredCommands", commands, words::command_name)?;
+///     Ok(())
+/// }
+/// assert!(validate(&["systemctl".into()]).is_ok());
+/// assert!(validate(&["-rf".into()]).is_err());
+/// ```
+pub use workflow_model::words;
+
 pub use types::{
     ApprovalRequest, ApprovalTimeout, Context, EnvVar, Error, Gate, Info, NoParams, Step,
     StepOutcome, Target, TargetOutcome, TargetReport, TargetResult, Verdict, default_verdict,
@@ -126,7 +143,7 @@ pub mod prelude {
     pub use crate::{
         ApprovalRequest, ApprovalTimeout, Context, Deserialize, EnvVar, Error, Gate, Info,
         JsonSchema, NoParams, Step, StepOutcome, Target, TargetOutcome, TargetReport, TargetResult,
-        Verdict, WorkflowType, default_verdict, export_workflow_type, log, remote, report,
+        Verdict, WorkflowType, default_verdict, export_workflow_type, log, remote, report, words,
     };
 }
 

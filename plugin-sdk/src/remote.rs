@@ -79,6 +79,28 @@ pub struct SshParams {
     pub roles: Vec<String>,
 }
 
+impl SshParams {
+    /// Checks the words of `ssh`: the user a user name, each role a role
+    /// ([`words`](crate::words)). Every type that takes `ssh` calls it from its `validate`.
+    ///
+    /// ```
+    /// use workflow_plugin_sdk::remote::SshParams;
+    ///
+    /// let ssh = SshParams { user: Some("-oProxyCommand=x".into()), ..SshParams::default() };
+    /// assert!(ssh.validate().unwrap_err().message().starts_with("invalid params at `ssh.user`"));
+    /// ```
+    ///
+    /// # Errors
+    /// The first word refused, naming its field.
+    pub fn validate(&self) -> Result<(), crate::Error> {
+        if let Some(user) = &self.user {
+            crate::words::user_name("ssh.user", user)?;
+        }
+        crate::words::each("ssh.roles", &self.roles, crate::words::role)?;
+        Ok(())
+    }
+}
+
 /// Which host keys the runner trusts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -363,6 +385,38 @@ mod tests {
 
     const ONE_OF_TEN: &str = "targets 10: 9 ok, 1 failed, 0 unreachable\n\
         FAIL n7: exit code 1 after 0.10 s: disk: 10 MiB free on /, need 1024\nOK n1 (0.1 s)\n";
+
+    #[test]
+    fn an_ssh_user_or_role_that_is_not_a_word_is_refused_naming_its_field() {
+        let refused = |ssh: SshParams| ssh.validate().err().map(|e| e.message().to_owned());
+        let user = refused(SshParams {
+            user: Some("-oProxyCommand=reboot".into()),
+            ..SshParams::default()
+        });
+        assert_eq!(
+            user.as_deref(),
+            Some(
+                "invalid params at `ssh.user`: \"-oProxyCommand=reboot\" is not a valid user name: \
+                 it starts with '-', which a program reads as an option"
+            )
+        );
+        let role = refused(SshParams {
+            roles: vec!["Worker".into(), "Worker,Master".into()],
+            ..SshParams::default()
+        });
+        assert!(
+            role.as_deref().is_some_and(
+                |r| r.starts_with("invalid params at `ssh.roles[1]`: \"Worker,Master\"")
+            ),
+            "{role:?}"
+        );
+        let fine = SshParams {
+            user: Some("ops".into()),
+            roles: vec!["Worker".into()],
+            ..SshParams::default()
+        };
+        assert_eq!(fine.validate(), Ok(()));
+    }
 
     #[test]
     fn the_step_runs_the_runner_with_the_script_and_only_the_options_given() {

@@ -200,6 +200,29 @@ impl From<&str> for Error {
     }
 }
 
+/// A word of the params that [`words`](crate::words) refused, as `invalid params at
+/// `<field>`: ...`: `?` turns a validator's refusal into the answer of `validate`.
+///
+/// ```
+/// use workflow_plugin_sdk::{Error, words};
+///
+/// fn check(packages: &[String]) -> Result<(), Error> {
+///     words::each("packages", packages, words::package_name)?;
+///     Ok(())
+/// }
+/// let refused = check(&["curl-".to_string()]).unwrap_err();
+/// assert!(refused.message().starts_with("invalid params at `packages[0]`: \"curl-\" is not a valid package name"));
+/// ```
+impl From<workflow_model::words::WordError> for Error {
+    fn from(refused: workflow_model::words::WordError) -> Self {
+        Self(format!(
+            "invalid params at `{}`: {}",
+            refused.field,
+            refused.reason()
+        ))
+    }
+}
+
 /// The `Params` of a workflow type that takes no parameters.
 ///
 /// It accepts only an empty object (`{}`, or no `spec.params.<type>` at all), so a parameter

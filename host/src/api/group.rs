@@ -7,6 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use workflow_model::words;
 
 use super::pod_template::{pod_template_schema, pod_templates_schema};
 use super::rules::*;
@@ -42,7 +43,9 @@ pub struct WorkflowGroupSpec {
     /// Kind of group (free text, e.g. cluster-expansion).
     #[serde(rename = "type")]
     pub type_: String,
-    /// Name of the cluster the targets belong to.
+    /// Name of the cluster the targets belong to (at most 100 characters, no control
+    /// characters).
+    #[schemars(length(max = words::CLUSTER_NAME_MAX), regex(pattern = words::CLUSTER_NAME_PATTERN))]
     pub cluster_name: String,
     /// Workflow types, run in this order, one after the other.
     // Bounded so that the API server can bound the cost of the CEL rules.
@@ -235,6 +238,23 @@ pub enum BudgetPolicy {
 }
 
 impl WorkflowGroupSpec {
+    /// The first of the group's own words that is not a word of its kind: `clusterName`, the
+    /// workflow types, each target's name and role. The CRD refuses them at apply; this is
+    /// for the admission webhook and the controller (objects stored before a rule existed).
+    pub fn words_problem(&self) -> Option<words::WordError> {
+        let checked = words::cluster_name("spec.clusterName", &self.cluster_name)
+            .and_then(|()| {
+                words::each("spec.workflowSteps", &self.workflow_steps, words::dns_label)
+            })
+            .and_then(|()| {
+                self.targets
+                    .iter()
+                    .enumerate()
+                    .try_for_each(|(i, t)| t.check_words(&format!("spec.targets[{i}]")))
+            });
+        checked.err()
+    }
+
     /// The pod template of `workflow_type`'s steps: the type's laid over the group's.
     pub fn pod_template_of(&self, workflow_type: &str) -> Option<StepPodTemplate> {
         match (&self.pod_template, self.pod_templates.get(workflow_type)) {

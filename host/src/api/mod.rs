@@ -152,6 +152,7 @@ pub fn crds_yaml() -> Result<String, serde_saphyr::SerializeError> {
 
 #[cfg(test)]
 mod tests {
+    use super::rules::dns_label_pattern;
     use super::*;
 
     #[test]
@@ -216,6 +217,106 @@ mod tests {
             ..group.clone()
         };
         assert_eq!(none.pod_template_of("pre-check"), None);
+    }
+
+    /// What the CRD's schema refuses of `word` by `pattern` and `max` (characters).
+    fn crd_accepts(pattern: &str, max: usize, word: &str) -> bool {
+        let schema = serde_json::json!({"type": "string", "pattern": pattern, "maxLength": max});
+        jsonschema::validator_for(&schema)
+            .expect("the CRD's pattern compiles")
+            .is_valid(&serde_json::json!(word))
+    }
+
+    #[test]
+    fn the_crd_refuses_the_target_names_roles_and_cluster_names_the_validators_refuse() {
+        use workflow_model::words;
+        let names = [
+            "node-1",
+            "ip-10-0-0-1.ec2.internal",
+            "a",
+            "7",
+            "Node-1",
+            "node_1",
+            "node 1",
+            "-node",
+            "node-",
+            "node.",
+            ".node",
+            "a..b",
+            "node-1;reboot",
+            "node\u{1b}[2J",
+            "",
+        ];
+        for name in names {
+            assert_eq!(
+                crd_accepts(words::DNS_SUBDOMAIN_PATTERN, words::DNS_SUBDOMAIN_MAX, name),
+                words::dns_subdomain("f", name).is_ok(),
+                "target name {name:?}"
+            );
+        }
+        let roles: [&str; 13] = [
+            "",
+            "Master",
+            "Worker",
+            "etcd",
+            "control_plane.v2",
+            "-Master",
+            "Master-",
+            "a,b",
+            "a b",
+            "a:b",
+            "a\u{0}",
+            &"r".repeat(63),
+            &"r".repeat(64),
+        ];
+        for role in roles {
+            assert_eq!(
+                crd_accepts(words::ROLE_PATTERN, words::ROLE_MAX, role),
+                role.is_empty() || words::role("f", role).is_ok(),
+                "role {role:?}"
+            );
+        }
+        let clusters: [&str; 7] = [
+            "",
+            "test-cluster",
+            "Prod EU 1",
+            "a\u{1b}b",
+            "a\u{85}b",
+            "a\nb",
+            &"c".repeat(101),
+        ];
+        for cluster in clusters {
+            assert_eq!(
+                crd_accepts(
+                    words::CLUSTER_NAME_PATTERN,
+                    words::CLUSTER_NAME_MAX,
+                    cluster
+                ),
+                words::cluster_name("f", cluster).is_ok(),
+                "cluster name {cluster:?}"
+            );
+        }
+        assert_eq!(dns_label_pattern(), words::DNS_LABEL_PATTERN);
+    }
+
+    #[test]
+    fn both_crds_hold_the_word_rules_of_targets_and_the_cluster_name() {
+        use kube::CustomResourceExt;
+        for crd in [WorkflowGroup::crd(), Workflow::crd()] {
+            let json = serde_json::to_string(&crd).expect("a CRD serializes");
+            for rule in [
+                workflow_model::words::DNS_SUBDOMAIN_PATTERN,
+                workflow_model::words::ROLE_PATTERN,
+                workflow_model::words::CLUSTER_NAME_PATTERN,
+            ] {
+                let quoted = serde_json::to_string(rule).expect("a string serializes");
+                assert!(
+                    json.contains(&quoted),
+                    "{rule} is not in {}",
+                    crd.spec.names.kind
+                );
+            }
+        }
     }
 
     const SEED_SAMPLE: &str = include_str!("../../../examples/workflowgroup-sample.yaml");

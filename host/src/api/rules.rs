@@ -7,11 +7,17 @@ use schemars::JsonSchema;
 
 use super::*;
 
-/// A DNS-1123 label, as CEL's `matches` takes it (what `graph::check_dns_label` accepts).
+/// A DNS-1123 label, as CEL's `matches` takes it (what `words::dns_label` accepts, and
+/// `words::DNS_LABEL_PATTERN`: `concat!` needs a literal).
 macro_rules! dns_label {
     () => {
         "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$"
     };
+}
+/// The pattern of [`dns_label!`], for the test that it is `words::DNS_LABEL_PATTERN`.
+#[cfg(test)]
+pub(super) fn dns_label_pattern() -> &'static str {
+    dns_label!()
 }
 pub(super) const WORKFLOW_TYPES_ARE_DNS_LABELS: &str =
     concat!("self.all(t, t.matches('", dns_label!(), "'))");

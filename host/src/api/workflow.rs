@@ -39,7 +39,9 @@ pub struct WorkflowSpec {
     /// Nodes the workflow acts on.
     #[schemars(schema_with = "targets_schema")]
     pub targets: Vec<Target>,
-    /// Name of the cluster the targets belong to.
+    /// Name of the cluster the targets belong to (at most 100 characters, no control
+    /// characters).
+    #[schemars(length(max = workflow_model::words::CLUSTER_NAME_MAX), regex(pattern = workflow_model::words::CLUSTER_NAME_PATTERN))]
     pub cluster_name: String,
     /// Stops progress: no new step starts while true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

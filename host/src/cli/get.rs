@@ -52,7 +52,12 @@ pub fn logs(group: &str, step: &str, namespace: Option<String>) -> anyhow::Resul
         let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
         for workflow in &found {
             if found.len() > 1 {
-                println!("==> {} ({}) {step} <==", workflow.name_any(), workflow.spec.type_);
+                println!(
+                    "==> {} ({}) {} <==",
+                    text::escape_controls(&workflow.name_any()),
+                    text::escape_controls(&workflow.spec.type_),
+                    text::escape_controls(step)
+                );
             }
             let detail = workflow
                 .status
@@ -69,11 +74,11 @@ pub fn logs(group: &str, step: &str, namespace: Option<String>) -> anyhow::Resul
                 ..LogParams::default()
             };
             match pods.logs(pod, &params).await {
-                Ok(text) => print!("{text}"),
+                Ok(output) => print!("{}", shown_output(&output)),
                 Err(kube::Error::Api(e)) if e.code == 404 => match &detail.log {
                     Some(log) => {
                         eprintln!("(pod {pod} is gone: the end of its output, as the step's status kept it)");
-                        println!("{log}");
+                        println!("{}", shown_output(log));
                     }
                     None => eprintln!(
                         "pod {pod} is gone and the step's status kept no output (a step that succeeded keeps only what it wrote to its termination message)"
@@ -84,6 +89,13 @@ pub fn logs(group: &str, step: &str, namespace: Option<String>) -> anyhow::Resul
         }
         Ok(0)
     })
+}
+
+/// A step's output as `logs` prints it: its lines and tabs kept, every other control character
+/// (ESC, carriage return, C1 controls, DEL) escaped, so that what a target wrote cannot drive
+/// the terminal (output is inert).
+fn shown_output(output: &str) -> std::borrow::Cow<'_, str> {
+    text::escape_controls_in_lines(output)
 }
 
 /// The Workflows of a group that have step `step` (`step`, `type/step` or `workflow/step`),
@@ -352,4 +364,30 @@ async fn group_and_workflows(
         })
         .collect();
     Ok((group, workflows))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn escape_sequences_in_a_targets_output_are_shown_escaped_by_logs_and_its_lines_kept() {
+        let output = "targets 1: 0 ok, 1 failed, 0 unreachable\n\
+                      FAIL node-1: exit 1: \u{1b}[2J\u{1b}]0;owned\u{7}\n\
+                      \t\u{1b}[1mbold\u{1b}[0m\rover\u{9b}2J\u{7f}\n";
+        let shown = shown_output(output);
+        assert_eq!(
+            shown,
+            "targets 1: 0 ok, 1 failed, 0 unreachable\n\
+             FAIL node-1: exit 1: \\u{1b}[2J\\u{1b}]0;owned\\u{7}\n\
+             \t\\u{1b}[1mbold\\u{1b}[0m\\rover\\u{9b}2J\\u{7f}\n"
+        );
+        assert!(
+            !shown
+                .chars()
+                .any(|c| c.is_control() && c != '\n' && c != '\t')
+        );
+        let plain = "ok\n\tdone\n";
+        assert!(matches!(shown_output(plain), std::borrow::Cow::Borrowed(p) if p == plain));
+    }
 }

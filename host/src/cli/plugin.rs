@@ -186,14 +186,19 @@ fn load(runtime: &Runtime, file: &Path) -> anyhow::Result<Arc<Plugin>> {
 fn read_group(path: &Path) -> anyhow::Result<WorkflowGroup> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow!("cannot read group {}: {e}", path.display()))?;
-    serde_saphyr::from_str(&text).map_err(|e| {
+    let group: WorkflowGroup = serde_saphyr::from_str(&text).map_err(|e| {
         // The parser's message comes with a source snippet on further lines: keep the line
         // that says what and where.
         let message = e.to_string();
         let first = message.lines().next().unwrap_or_default();
         let first = first.strip_prefix("error: ").unwrap_or(first);
         anyhow!("{} is not a WorkflowGroup: {first}", path.display())
-    })
+    })?;
+    // What the CRD and the webhook would refuse at apply.
+    if let Some(refused) = group.spec.words_problem() {
+        return Err(anyhow!("{} would be refused: {refused}", path.display()));
+    }
+    Ok(group)
 }
 
 fn now() -> i64 {

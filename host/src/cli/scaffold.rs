@@ -11,8 +11,6 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow, bail};
 
-use crate::graph::check_dns_label;
-
 /// Arguments of `plugin new`.
 #[derive(Debug, clap::Args)]
 pub struct NewArgs {
@@ -183,10 +181,11 @@ pub fn run(args: &NewArgs) -> anyhow::Result<()> {
 
 /// Refuses a type name that is not a DNS label.
 fn check_name(name: &str) -> anyhow::Result<()> {
-    check_dns_label(name).map_err(|reason| {
+    workflow_model::words::dns_label("NAME", name).map_err(|refused| {
         anyhow!(
-            "\"{}\" is not a valid workflow type name: {reason} (a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)",
-            workflow_model::text::printable(name, 80)
+            "{} is not a valid workflow type name: {} (a DNS label: lowercase letters, digits and '-', starting and ending with a letter or digit, at most 63 characters)",
+            workflow_model::text::printable(&format!("{:?}", refused.word), 80),
+            refused.rule
         )
     })
 }

@@ -1,7 +1,12 @@
 //! `workflow-operator get`: a group as a tree, group -> Workflows -> steps -> targets, with
 //! each one's phase, start, duration, attempts, exit code and why it is where it is. A pure
 //! function of the objects, so what it prints is tested without a cluster.
+//!
+//! Output is inert: every name and message it prints from the objects (what steps, targets
+//! and plugins said, names in a hand-made Workflow) has its control characters escaped
+//! (`\u{1b}`), so nothing in a status can drive the terminal.
 
+use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use k8s_openapi::jiff::{Timestamp, tz::TimeZone};
@@ -23,8 +28,8 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
     let _ = writeln!(
         out,
         "WorkflowGroup {}/{}  {}  {}",
-        group.namespace().unwrap_or_default(),
-        group.name_any(),
+        word(&group.namespace().unwrap_or_default()),
+        word(&group.name_any()),
         phase,
         timing(
             status.start_time.as_ref().map(|t| t.0),
@@ -33,7 +38,7 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
         ),
     );
     if let Some(c) = condition {
-        let _ = writeln!(out, "│ {}: {}", c.reason, brief(&c.message));
+        let _ = writeln!(out, "│ {}: {}", word(&c.reason), brief(&c.message));
     }
     if let Some(rollout) = &status.rollout {
         let _ = writeln!(
@@ -47,7 +52,7 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
             out,
             "│ run {} ({}){}: {}, {} run(s) listed",
             run.run,
-            run.run_id,
+            word(&run.run_id),
             run.id
                 .as_ref()
                 .map(|id| format!(" for re-run {id:?}"))
@@ -81,7 +86,7 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
         workflow_branch(&mut out, workflow, last, now);
     }
     if !pending.is_empty() {
-        let _ = writeln!(out, "└── not started: {}", pending.join(", "));
+        let _ = writeln!(out, "└── not started: {}", word(&pending.join(", ")));
     }
     out
 }
@@ -96,14 +101,14 @@ fn workflow_branch(out: &mut String, workflow: &Workflow, last: bool, now: Times
     let wave = workflow
         .labels()
         .get(crate::api::LABEL_WAVE)
-        .map(|w| format!(" wave {w}"))
+        .map(|w| format!(" wave {}", word(w)))
         .unwrap_or_default();
     let run = status.run.map(|r| format!(", run {r}")).unwrap_or_default();
     let _ = writeln!(
         out,
         "{branch}Workflow {} ({}{wave}{run})  {}  {}",
-        workflow.name_any(),
-        workflow.spec.type_,
+        word(&workflow.name_any()),
+        word(&workflow.spec.type_),
         status.phase.unwrap_or_default(),
         timing(
             status.start_time.as_ref().map(|t| t.0),
@@ -112,7 +117,7 @@ fn workflow_branch(out: &mut String, workflow: &Workflow, last: bool, now: Times
         ),
     );
     if let Some(c) = succeeded(&status.conditions).filter(|c| c.reason != "Running") {
-        let _ = writeln!(out, "{indent}│ {}: {}", c.reason, brief(&c.message));
+        let _ = writeln!(out, "{indent}│ {}: {}", word(&c.reason), brief(&c.message));
     }
     let steps = &workflow.spec.steps;
     for (i, step) in steps.iter().enumerate() {
@@ -145,7 +150,7 @@ fn step_branch(
     } else {
         ("├── ", "│   ")
     };
-    let mut line = format!("{indent}{branch}{name}  {phase}");
+    let mut line = format!("{indent}{branch}{}  {phase}", word(name));
     if detail.started_at.is_some() {
         line.push_str("  ");
         line.push_str(&timing(
@@ -164,7 +169,7 @@ fn step_branch(
         match approval.approved_by.as_slice() {
             [] => line.push_str("  started without approval (its timeout)"),
             by => {
-                let _ = write!(line, "  approved by {}", by.join(", "));
+                let _ = write!(line, "  approved by {}", word(&by.join(", ")));
             }
         }
     }
@@ -196,7 +201,7 @@ fn step_branch(
             let _ = writeln!(
                 out,
                 "{indent}{more}    · {} {:?}: {}",
-                problem.name,
+                word(&problem.name),
                 problem.outcome,
                 brief(&problem.reason)
             );
@@ -243,9 +248,14 @@ fn duration(seconds: f64) -> String {
     }
 }
 
-/// `message` on one line, cut to 200 bytes.
+/// `message` on one line, its control characters escaped, cut to 200 bytes.
 fn brief(message: &str) -> String {
     text::prefix(&text::fold(message), 200).to_string()
+}
+
+/// A name or reason from the objects, its control characters escaped.
+fn word(s: &str) -> Cow<'_, str> {
+    text::escape_controls(s)
 }
 
 #[cfg(test)]
@@ -390,6 +400,34 @@ mod tests {
         );
         assert!(tree.contains("(pre-check, run 2)  Failed"), "{tree}");
         assert!(tree.contains("exit 0  approved by alice"), "{tree}");
+    }
+
+    #[test]
+    fn escape_sequences_from_a_target_or_a_step_are_shown_escaped_not_sent_to_the_terminal() {
+        let (group, mut workflows) = objects();
+        let detail = workflows[0]
+            .status
+            .as_mut()
+            .and_then(|s| s.step_details.get_mut("check-network"))
+            .expect("the step's detail");
+        detail.message = Some("exit code 1:\n\u{1b}[2J\u{1b}]0;owned\u{7}cleared".into());
+        if let Some(problem) = detail.targets.as_mut().and_then(|t| t.problems.first_mut()) {
+            problem.name = "node-2\u{1b}[31m".into();
+            problem.reason = "disk \u{9b}2Jfull\u{7f}".into();
+        }
+        let tree = group_tree(&group, &workflows, Timestamp::UNIX_EPOCH);
+        assert!(
+            !tree.chars().any(|c| c.is_control() && c != '\n'),
+            "a control character reached the terminal: {tree:?}"
+        );
+        assert!(
+            tree.contains("exit code 1: \\u{1b}[2J\\u{1b}]0;owned\\u{7}cleared"),
+            "{tree}"
+        );
+        assert!(
+            tree.contains("· node-2\\u{1b}[31m Failed: disk \\u{9b}2Jfull\\u{7f}"),
+            "{tree}"
+        );
     }
 
     #[test]

@@ -1,8 +1,9 @@
 //! The checks applied to everything a plugin returns, before it is converted (`wit_edge.rs`).
 
 use workflow_model::text::{self, Marker};
+use workflow_model::words;
 
-use crate::graph::{StepGraph, check_dns_label};
+use crate::graph::StepGraph;
 
 use super::bindings::workflow::plugin::types as wit;
 use super::error::PluginError;
@@ -53,12 +54,8 @@ pub(crate) fn info(
     limits
         .string(&|| "its type name".into(), &raw.type_name, &mut total)
         .map_err(bad)?;
-    check_dns_label(&raw.type_name).map_err(|reason| {
-        bad(format!(
-            "type name {:?} is not a DNS-1123 label: {reason}",
-            text::truncate(&raw.type_name, 64, Marker::Length)
-        ))
-    })?;
+    words::dns_label("its type name", &raw.type_name)
+        .map_err(|refused| bad(format!("its type name {}", refused.reason())))?;
     limits
         .string(&|| "its version".into(), &raw.version, &mut total)
         .map_err(bad)?;
@@ -101,9 +98,7 @@ pub(crate) fn steps(raw: Vec<wit::Step>, limits: &Limits) -> Result<Vec<Step>, S
         for env in &step.env {
             limits.string(&|| field("env name"), &env.name, &mut total)?;
             limits.string(&|| field("env value"), &env.value, &mut total)?;
-            check_env_name(&env.name).map_err(|reason| {
-                format!("{} {:?} is invalid: {reason}", field("env name"), env.name)
-            })?;
+            words::env_name(&field("env name"), &env.name).map_err(|e| e.to_string())?;
         }
     }
     StepGraph::new(
@@ -165,22 +160,4 @@ pub(crate) fn verdict(raw: wit::Verdict, limits: &Limits) -> Result<Verdict, Str
         limits.string(&|| what.into(), reason, &mut 0)?;
     }
     Ok(raw.into())
-}
-
-/// What Kubernetes accepts as an environment variable name (a C identifier, plus `-` and `.`).
-fn check_env_name(name: &str) -> Result<(), String> {
-    let mut chars = name.chars();
-    match chars.next() {
-        None => return Err("it is empty".into()),
-        Some(c) if c.is_ascii_digit() => return Err("it starts with a digit".into()),
-        _ => {}
-    }
-    if name
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
-    {
-        Ok(())
-    } else {
-        Err("only letters, digits, '_', '-' and '.' are allowed".into())
-    }
 }

@@ -1,8 +1,10 @@
 //! What the webhook answers, as pure functions of the admitted group and what its plugins
 //! said: tested without a cluster, a TLS socket or a plugin.
 //!
-//! A group is refused only for what its plugins refuse (params, template, the step graph the
-//! template returns). Anything that keeps a plugin from answering (no plugin loaded, a
+//! A group is refused for what its plugins refuse (params, template, the step graph the
+//! template returns), and for its own words that are not words of their kind (a target's name
+//! or role, `clusterName`, a workflow type: `WorkflowGroupSpec::words_problem`), which the CRD
+//! refuses too unless it predates the rule. Anything that keeps a plugin from answering (no plugin loaded, a
 //! timeout, a trap) lets the group in with a warning: the controllers check it again when it
 //! runs and report it on the group, so a webhook that could not decide never blocks an apply.
 
@@ -140,7 +142,8 @@ fn reviewed_fields(group: &WorkflowGroup) -> serde_json::Value {
 }
 
 /// The workflow types to ask about `group`, or why none need asking (`Some(verdict)`): a
-/// group being deleted, or an update that changes nothing the plugins see.
+/// group being deleted, or an update that changes nothing the plugins see (let in), or a word
+/// of its own that is not a word of its kind (refused, naming it).
 pub fn types_to_review(
     group: &WorkflowGroup,
     old: Option<&WorkflowGroup>,
@@ -152,6 +155,12 @@ pub fn types_to_review(
         && reviewed_fields(old) == reviewed_fields(group)
     {
         return Err(Verdict::allowed());
+    }
+    if let Some(refused) = group.spec.words_problem() {
+        let message = refused.to_string();
+        return Err(Verdict::Refused {
+            message: text::truncate(&message, MAX_MESSAGE_BYTES, Marker::Length).into_owned(),
+        });
     }
     // Listed twice is a spec problem the controllers report; ask once.
     let mut seen = BTreeSet::new();
@@ -178,7 +187,9 @@ mod tests {
     fn refused_params() -> RenderError {
         RenderError::Plugin(PluginError::InvalidParams {
             type_name: "pre-check".into(),
-            message: "invalid params at `requiredCommands`: \"rm -rf\" must be one word".into(),
+            message:
+                "invalid params at `requiredCommands[0]`: \"rm -rf\" is not a valid command name"
+                    .into(),
         })
     }
 
@@ -197,7 +208,7 @@ mod tests {
         assert_eq!(
             message,
             "spec.params.pre-check: invalid parameters for workflow type pre-check: invalid \
-             params at `requiredCommands`: \"rm -rf\" must be one word"
+             params at `requiredCommands[0]`: \"rm -rf\" is not a valid command name"
         );
     }
 
@@ -311,6 +322,38 @@ mod tests {
             .params
             .insert("pre-check".into(), serde_json::json!({"osFamilies": ["x"]}));
         assert!(types_to_review(&new, Some(&old)).is_ok());
+    }
+
+    #[test]
+    fn a_group_whose_target_name_or_role_is_not_a_word_of_its_kind_is_refused_naming_it() {
+        let mut group = sample();
+        group.spec.targets[2].name = "node-3;reboot".into();
+        assert_eq!(
+            types_to_review(&group, None),
+            Err(Verdict::Refused {
+                message: "spec.targets[2].name: \"node-3;reboot\" is not a valid DNS-1123 \
+                          subdomain: only lowercase letters, digits, '-' and '.' are allowed"
+                    .into()
+            })
+        );
+        let mut group = sample();
+        group.spec.targets[0].role = "-Master".into();
+        let Err(Verdict::Refused { message }) = types_to_review(&group, None) else {
+            panic!("a role starting with '-' is let in");
+        };
+        assert!(
+            message.starts_with("spec.targets[0].role: \"-Master\" is not a valid role"),
+            "{message}"
+        );
+        // An update that adds such a word is refused too; the sample itself passes.
+        let old = sample();
+        let mut new = sample();
+        new.spec.cluster_name = "test\u{1b}[2J".into();
+        assert!(matches!(
+            types_to_review(&new, Some(&old)),
+            Err(Verdict::Refused { .. })
+        ));
+        assert!(types_to_review(&sample(), None).is_ok());
     }
 
     #[test]

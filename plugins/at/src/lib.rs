@@ -117,12 +117,10 @@ impl WorkflowType for At {
                 "invalid params at `timeoutSeconds`: must be at least 1",
             ));
         }
-        if params.image.as_deref().is_some_and(|i| i.trim().is_empty()) {
-            return Err(Error::new(
-                "invalid params at `image`: must not be empty when given",
-            ));
+        if let Some(image) = &params.image {
+            words::image("image", image)?;
         }
-        Ok(())
+        params.ssh.validate()
     }
 
     fn template(ctx: &Context<AtParams>) -> Result<Vec<Step>, Error> {
@@ -315,6 +313,29 @@ mod tests {
         let mut p = params("2016-01-30T21:04:00Z");
         p.command = "  ".into();
         assert!(At::validate(&p).is_err_and(|e| e.message().contains("`command`")));
+    }
+
+    #[test]
+    fn validate_refuses_an_image_that_is_not_an_image_reference_naming_the_rule() {
+        let mut p = params("2016-01-30T21:04:00Z");
+        for (image, says) in [
+            ("", "it is empty"),
+            ("busybox --privileged", "it holds a blank"),
+            ("-busybox", "it starts with '-'"),
+            ("busybox\u{1b}[2J", "it holds a control character"),
+        ] {
+            p.image = Some(image.into());
+            let message = At::validate(&p)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(
+                message.starts_with("invalid params at `image`: ") && message.contains(says),
+                "{image:?}: {message}"
+            );
+        }
+        p.image = Some("busybox:1.36".into());
+        assert_eq!(At::validate(&p), Ok(()));
     }
 
     #[test]

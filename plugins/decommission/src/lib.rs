@@ -79,7 +79,12 @@ impl WorkflowType for Decommission {
         )
     }
 
+    fn validate(params: &DecommissionParams) -> Result<(), Error> {
+        params.ssh.validate()
+    }
+
     fn template(ctx: &Context<DecommissionParams>) -> Result<Vec<Step>, Error> {
+        Self::validate(&ctx.params)?;
         let p = &ctx.params;
         let budget = TargetBudget {
             max_failed_targets: p.max_failed_targets,
@@ -172,6 +177,31 @@ mod tests {
         assert!(env(&steps[1], "WORKFLOW_SSH_COMMAND").starts_with("CLEAN='yes'\n# stop-node"));
         assert_eq!(env(&steps[2], "WORKFLOW_DELETE_NODES"), "true");
         assert_eq!(env(&steps[2], "WORKFLOW_SSH_COMMAND"), "");
+    }
+
+    #[test]
+    fn an_ssh_role_that_is_not_a_role_is_refused_naming_the_field() {
+        let params = DecommissionParams {
+            ssh: SshParams {
+                roles: vec!["Worker,Master".into()],
+                ..SshParams::default()
+            },
+            ..DecommissionParams::default()
+        };
+        let refused = Decommission::validate(&params).err().map(|e| e.to_string());
+        assert!(
+            refused.as_deref().is_some_and(|r| r.starts_with(
+                "invalid params at `ssh.roles[0]`: \"Worker,Master\" is not a valid role"
+            )),
+            "{refused:?}"
+        );
+        assert!(
+            Decommission::template(&Context {
+                params,
+                ..Context::default()
+            })
+            .is_err()
+        );
     }
 
     #[test]

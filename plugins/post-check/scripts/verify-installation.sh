@@ -2,6 +2,8 @@
 # (by its package manager's database), SERVICES active (systemd, else OpenRC, else a process of
 # that name), FILES present, COMMANDS on PATH. Prints what it checked, then, when something is
 # missing, one last line naming all of it, and exits 1.
+# The word lists are split on blanks and never expanded as file names.
+set -f
 problems=""
 problem() { problems="${problems:+$problems; }$*"; }
 

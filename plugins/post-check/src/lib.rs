@@ -53,17 +53,13 @@ const VERIFY_INSTALLATION: &str = include_str!("../scripts/verify-installation.s
 )]
 #[schemars(crate = "workflow_plugin_sdk::schemars")]
 pub struct PostCheckParams {
-    /// Packages that must be installed.
-    #[schemars(inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9.+_:=~-]*$")))]
+    /// Packages that must be installed (package names, without a version).
     pub packages: Vec<String>,
     /// Services that must be running.
-    #[schemars(inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9.@_:-]*$")))]
     pub services: Vec<String>,
     /// Absolute paths that must exist.
-    #[schemars(inner(regex(pattern = r"^/[^\s]*$")))]
     pub files: Vec<String>,
     /// Commands that must be on the login's PATH.
-    #[schemars(inner(regex(pattern = r"^[^\s/][^\s]*$")))]
     pub commands: Vec<String>,
     /// Also check that each target's Node object (named as the target) is Ready.
     pub node_ready: bool,
@@ -82,20 +78,6 @@ pub struct PostCheckParams {
 /// The `post-check` workflow type.
 pub struct PostCheck;
 
-/// `list` joined for a script, or an error naming `field` when an entry is not one word.
-fn words(field: &str, list: &[String]) -> Result<String, Error> {
-    match list.iter().find(|w| {
-        w.is_empty()
-            || w.chars()
-                .any(|c| c.is_whitespace() || "'\"`$;&|<>()\\*?[]".contains(c))
-    }) {
-        Some(bad) => Err(Error::new(format!(
-            "invalid params at `{field}`: {bad:?} must be one word without shell syntax"
-        ))),
-        None => Ok(list.join(" ")),
-    }
-}
-
 impl WorkflowType for PostCheck {
     type Params = PostCheckParams;
 
@@ -106,26 +88,21 @@ impl WorkflowType for PostCheck {
     }
 
     fn validate(p: &PostCheckParams) -> Result<(), Error> {
-        words("packages", &p.packages)?;
-        words("services", &p.services)?;
-        words("files", &p.files)?;
-        words("commands", &p.commands)?;
-        if let Some(bad) = p.files.iter().find(|f| !f.starts_with('/')) {
-            return Err(Error::new(format!(
-                "invalid params at `files`: {bad:?} must be an absolute path"
-            )));
-        }
-        Ok(())
+        words::each("packages", &p.packages, words::package_name)?;
+        words::each("services", &p.services, words::service_name)?;
+        words::each("files", &p.files, words::path)?;
+        words::each("commands", &p.commands, words::command_name)?;
+        p.ssh.validate()
     }
 
     fn template(ctx: &Context<PostCheckParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
         let p = &ctx.params;
         let script = shell_assignments(&[
-            ("PACKAGES", words("packages", &p.packages)?),
-            ("SERVICES", words("services", &p.services)?),
-            ("FILES", words("files", &p.files)?),
-            ("COMMANDS", words("commands", &p.commands)?),
+            ("PACKAGES", p.packages.join(" ")),
+            ("SERVICES", p.services.join(" ")),
+            ("FILES", p.files.join(" ")),
+            ("COMMANDS", p.commands.join(" ")),
         ]) + VERIFY_INSTALLATION;
         let budget = TargetBudget {
             max_failed_targets: p.max_failed_targets,
@@ -213,22 +190,69 @@ mod tests {
     }
 
     #[test]
-    fn shell_syntax_and_relative_files_are_refused() {
-        let files = PostCheckParams {
-            files: vec!["etc/x".into()],
-            ..PostCheckParams::default()
+    fn words_that_are_not_words_of_their_kind_are_refused_naming_the_field_and_the_rule() {
+        let refused = |params: PostCheckParams| {
+            PostCheck::validate(&params)
+                .err()
+                .map(|e| e.message().to_owned())
+                .unwrap_or_default()
         };
         assert_eq!(
-            PostCheck::validate(&files),
-            Err(Error::new(
-                "invalid params at `files`: \"etc/x\" must be an absolute path"
-            ))
+            refused(PostCheckParams {
+                files: vec!["etc/x".into()],
+                ..PostCheckParams::default()
+            }),
+            "invalid params at `files[0]`: \"etc/x\" is not a valid path: it must be an \
+             absolute path (start with '/')"
         );
-        let services = PostCheckParams {
-            services: vec!["a$(reboot)".into()],
-            ..PostCheckParams::default()
-        };
-        assert!(PostCheck::validate(&services).is_err());
+        let cases = [
+            (
+                PostCheckParams {
+                    services: vec!["a$(reboot)".into()],
+                    ..PostCheckParams::default()
+                },
+                "`services[0]`: \"a$(reboot)\" is not a valid service name",
+            ),
+            (
+                PostCheckParams {
+                    packages: vec!["chrony".into(), "curl-".into()],
+                    ..PostCheckParams::default()
+                },
+                "`packages[1]`: \"curl-\" is not a valid package name: it ends in '-'",
+            ),
+            (
+                PostCheckParams {
+                    packages: vec!["lib*".into()],
+                    ..PostCheckParams::default()
+                },
+                "`packages[0]`: \"lib*\" is not a valid package name: it holds '*'",
+            ),
+            (
+                PostCheckParams {
+                    packages: vec!["chrony=4.3".into()],
+                    ..PostCheckParams::default()
+                },
+                "it pins a version with '='",
+            ),
+            (
+                PostCheckParams {
+                    files: vec!["/etc/*.conf".into()],
+                    ..PostCheckParams::default()
+                },
+                "`files[0]`: \"/etc/*.conf\" is not a valid path: it holds '*'",
+            ),
+            (
+                PostCheckParams {
+                    commands: vec!["--version".into()],
+                    ..PostCheckParams::default()
+                },
+                "`commands[0]`: \"--version\" is not a valid command name: it starts with '-'",
+            ),
+        ];
+        for (params, says) in cases {
+            let why = refused(params);
+            assert!(why.contains(says), "{why:?} should say {says:?}");
+        }
     }
 
     #[test]

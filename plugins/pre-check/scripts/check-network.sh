@@ -2,6 +2,8 @@
 # per line; this target is skipped) on PEER_PORT and the ENDPOINTS ("host:port" words), each
 # probe within PROBE_TIMEOUT_SECONDS. Prints one line per unreachable address, then, when any,
 # one last line naming them all, and exits 1.
+# The word lists are split on blanks and never expanded as file names.
+set -f
 problems=""
 problem() { problems="${problems:+$problems; }$*"; }
 

@@ -2,6 +2,8 @@
 # OS_FAMILIES, MIN_OS_VERSION, DISK_PATH, MIN_DISK_MIB, MIN_MEMORY_MIB, REQUIRED_COMMANDS,
 # MAX_CLOCK_SKEW_SECONDS. Prints the facts it found, then, when something is wrong, one last
 # line naming every problem, and exits 1.
+# The word lists are split on blanks and never expanded as file names.
+set -f
 problems=""
 problem() { problems="${problems:+$problems; }$*"; }
 

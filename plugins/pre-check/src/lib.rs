@@ -83,8 +83,7 @@ pub struct PreCheckParams {
     pub required_commands: Vec<String>,
     /// How far the target's clock may be from the step pod's, in seconds (default 300).
     pub max_clock_skew_seconds: Option<u32>,
-    /// `host:port` every target must open a TCP connection to.
-    #[schemars(inner(regex(pattern = r"^[^\s:]+:[0-9]+$|^\[[0-9a-fA-F:.]+\]:[0-9]+$")))]
+    /// `host:port` (or `[IPv6]:port`) every target must open a TCP connection to.
     pub endpoints: Vec<String>,
     /// Whether each target must reach every other target on the SSH port (default: when there
     /// are at most 50 targets).
@@ -110,20 +109,6 @@ impl PreCheckParams {
     }
 }
 
-/// A word list for a script: every word must be a plain word (no blanks or shell syntax is
-/// interpreted, but a blank would split it).
-fn words(field: &str, list: &[String]) -> Result<String, Error> {
-    if let Some(bad) = list
-        .iter()
-        .find(|w| w.is_empty() || w.chars().any(char::is_whitespace))
-    {
-        return Err(Error::new(format!(
-            "invalid params at `{field}`: {bad:?} must be one word"
-        )));
-    }
-    Ok(list.join(" "))
-}
-
 /// The `pre-check` workflow type.
 pub struct PreCheck;
 
@@ -137,18 +122,26 @@ impl WorkflowType for PreCheck {
     }
 
     fn validate(params: &PreCheckParams) -> Result<(), Error> {
-        words("osFamilies", &params.os_families)?;
-        words("requiredCommands", &params.required_commands)?;
-        words("endpoints", &params.endpoints)?;
-        Ok(())
+        words::each("osFamilies", &params.os_families, words::os_id)?;
+        words::each(
+            "requiredCommands",
+            &params.required_commands,
+            words::command_name,
+        )?;
+        words::each("endpoints", &params.endpoints, words::endpoint)?;
+        if let Some(disk_path) = &params.disk_path {
+            words::path("diskPath", disk_path)?;
+        }
+        params.ssh.validate()
     }
 
     fn template(ctx: &Context<PreCheckParams>) -> Result<Vec<Step>, Error> {
+        Self::validate(&ctx.params)?;
         let p = &ctx.params;
         let mut commands = vec!["sh".to_owned()];
         commands.extend(p.required_commands.iter().cloned());
         let validate = shell_assignments(&[
-            ("OS_FAMILIES", words("osFamilies", &p.os_families)?),
+            ("OS_FAMILIES", p.os_families.join(" ")),
             (
                 "MIN_OS_VERSION",
                 p.min_os_version.clone().unwrap_or_default(),
@@ -162,7 +155,7 @@ impl WorkflowType for PreCheck {
                 "MIN_MEMORY_MIB",
                 p.min_memory_mib.unwrap_or(256).to_string(),
             ),
-            ("REQUIRED_COMMANDS", words("requiredCommands", &commands)?),
+            ("REQUIRED_COMMANDS", commands.join(" ")),
             (
                 "MAX_CLOCK_SKEW_SECONDS",
                 p.max_clock_skew_seconds.unwrap_or(300).to_string(),
@@ -183,7 +176,7 @@ impl WorkflowType for PreCheck {
         let network = shell_assignments(&[
             ("PEERS", peers),
             ("PEER_PORT", p.ssh.port.unwrap_or(22).to_string()),
-            ("ENDPOINTS", words("endpoints", &p.endpoints)?),
+            ("ENDPOINTS", p.endpoints.join(" ")),
             (
                 "PROBE_TIMEOUT_SECONDS",
                 p.probe_timeout_seconds.unwrap_or(3).to_string(),
@@ -324,17 +317,82 @@ mod tests {
     }
 
     #[test]
-    fn a_word_list_with_a_blank_is_refused_naming_the_field() {
-        let params = PreCheckParams {
-            required_commands: vec!["rm -rf".into()],
-            ..PreCheckParams::default()
+    fn a_word_that_is_not_a_word_of_its_kind_is_refused_naming_the_field_and_the_rule() {
+        let refused = |params: PreCheckParams| {
+            PreCheck::validate(&params)
+                .err()
+                .map(|e| e.message().to_owned())
+                .unwrap_or_default()
         };
         assert_eq!(
-            PreCheck::validate(&params),
-            Err(Error::new(
-                "invalid params at `requiredCommands`: \"rm -rf\" must be one word"
-            ))
+            refused(PreCheckParams {
+                required_commands: vec!["systemctl".into(), "rm -rf".into()],
+                ..PreCheckParams::default()
+            }),
+            "invalid params at `requiredCommands[1]`: \"rm -rf\" is not a valid command name: \
+             it holds a blank, which would make it two words"
         );
+        let cases = [
+            (
+                PreCheckParams {
+                    required_commands: vec!["-h".into()],
+                    ..PreCheckParams::default()
+                },
+                "`requiredCommands[0]`: \"-h\" is not a valid command name: it starts with '-'",
+            ),
+            (
+                PreCheckParams {
+                    endpoints: vec!["10.0.0.*:6443".into()],
+                    ..PreCheckParams::default()
+                },
+                "`endpoints[0]`: \"10.0.0.*:6443\" is not a valid endpoint: it holds '*'",
+            ),
+            (
+                PreCheckParams {
+                    os_families: vec!["Debian".into()],
+                    ..PreCheckParams::default()
+                },
+                "`osFamilies[0]`: \"Debian\" is not a valid OS ID",
+            ),
+            (
+                PreCheckParams {
+                    disk_path: Some("var/lib".into()),
+                    ..PreCheckParams::default()
+                },
+                "`diskPath`: \"var/lib\" is not a valid path: it must be an absolute path",
+            ),
+            (
+                PreCheckParams {
+                    ssh: SshParams {
+                        roles: vec!["Worker Master".into()],
+                        ..SshParams::default()
+                    },
+                    ..PreCheckParams::default()
+                },
+                "`ssh.roles[0]`: \"Worker Master\" is not a valid role",
+            ),
+        ];
+        for (params, says) in cases {
+            let why = refused(params);
+            assert!(why.contains(says), "{why:?} should say {says:?}");
+        }
+        let fine = PreCheckParams {
+            os_families: vec!["debian".into(), "rhel".into()],
+            required_commands: vec!["iptables-save".into()],
+            endpoints: vec!["10.0.0.1:6443".into(), "[fd00::1]:6443".into()],
+            disk_path: Some("/var/lib".into()),
+            ..PreCheckParams::default()
+        };
+        assert_eq!(PreCheck::validate(&fine), Ok(()));
+    }
+
+    #[test]
+    fn a_template_for_params_that_are_refused_is_refused_too() {
+        let params = PreCheckParams {
+            endpoints: vec!["-x:1".into()],
+            ..PreCheckParams::default()
+        };
+        assert!(PreCheck::template(&ctx(params, vec![])).is_err());
     }
 
     #[test]

@@ -2,6 +2,8 @@
 # dnf, yum, zypper or apk, the first found), skipping those already installed. As a user other
 # than root it uses `sudo -n`. Exits 75 (try again later) when the package database is locked
 # by another process, 1 on any other failure, naming the packages in its last line.
+# The word lists are split on blanks and never expanded as file names.
+set -f
 manager=""
 for candidate in apt-get dnf yum zypper apk; do
   if command -v "$candidate" >/dev/null 2>&1; then manager="$candidate"; break; fi

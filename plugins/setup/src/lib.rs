@@ -62,6 +62,7 @@
 
 use workflow_plugin_sdk::prelude::*;
 use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget, shell_assignments};
+use workflow_plugin_sdk::words::{Kind, Rule, WordError};
 
 /// The exit code (`EX_TEMPFAIL` of `sysexits.h`) by which a target asks for a retry.
 pub const EX_TEMPFAIL: i32 = 75;
@@ -80,11 +81,9 @@ const JOIN_CLUSTER: &str = include_str!("../scripts/join-cluster.sh");
 #[schemars(crate = "workflow_plugin_sdk::schemars")]
 pub struct Delivery {
     /// The file in the step pod: in the step image, or a mounted ConfigMap, Secret or volume
-    /// (`spec.podTemplates.setup`).
-    #[schemars(regex(pattern = r"^/[^\s,:]*$"))]
+    /// (`spec.podTemplates.setup`). An absolute path without `,` or `:`.
     pub from: String,
-    /// Where it goes on each target.
-    #[schemars(regex(pattern = r"^/[^\s,:]*$"))]
+    /// Where it goes on each target. An absolute path without `,` or `:`.
     pub to: String,
     /// Its mode on the target, octal (default `0644`; `0755` for a program).
     #[serde(default)]
@@ -104,7 +103,6 @@ pub struct Delivery {
 pub struct JoinParams {
     /// The kubelet's path on the targets (default: `kubelet` on PATH, /usr/local/bin or
     /// /usr/bin, else the package manager's package `kubelet`).
-    #[schemars(regex(pattern = r"^/[^\s]*$"))]
     pub kubelet: Option<String>,
     /// The kubelet version the targets must have, e.g. `v1.34.4` (default: any the API server
     /// allows, its minor version or up to three older).
@@ -115,14 +113,12 @@ pub struct JoinParams {
     #[schemars(regex(pattern = r"^https://[^\s/]+$"))]
     pub api_server: Option<String>,
     /// The pod sandbox image containerd runs (default `registry.k8s.io/pause:3.10`).
-    #[schemars(regex(pattern = r"^[a-z0-9][A-Za-z0-9./:@_-]*$"))]
     pub sandbox_image: Option<String>,
     /// Files of the step pod copied to every target first (checked by SHA-256, renamed into
     /// place, not sent again when already there): a kubelet, image archives.
     pub files: Vec<Delivery>,
     /// Image archives on the targets to import into containerd before the kubelet starts (for
     /// machines that cannot pull, such as the sandbox image).
-    #[schemars(inner(regex(pattern = r"^/[^\s]*$")))]
     pub images: Vec<String>,
     /// The subnet of the bridge network the join writes for the Node's pods when the machine has
     /// no CNI configuration (default `10.88.0.0/16`, containerd's own).
@@ -135,7 +131,6 @@ pub struct JoinParams {
     #[schemars(inner(regex(pattern = r"^[0-9a-fA-F.:]+$")))]
     pub cluster_dns: Vec<String>,
     /// The cluster's DNS domain (default `cluster.local`).
-    #[schemars(regex(pattern = r"^[a-z0-9.-]+$"))]
     pub cluster_domain: Option<String>,
     /// Seconds a kubelet may take to get its client certificate (default 120).
     #[schemars(range(min = 10, max = 3600))]
@@ -146,7 +141,8 @@ pub struct JoinParams {
     pub token_ttl_seconds: Option<u32>,
 }
 
-/// Why `value` of `field` may not go into a script, when it may not.
+/// Why `value` of `join.<field>` (a format of its own: a URL, a version, a label, an address)
+/// may not go into a script, when it may not.
 fn refuse_word(field: &str, value: &str, fine: impl Fn(char) -> bool) -> Result<(), Error> {
     if value.is_empty() || !value.chars().all(fine) {
         return Err(Error::new(format!(
@@ -158,39 +154,29 @@ fn refuse_word(field: &str, value: &str, fine: impl Fn(char) -> bool) -> Result<
 
 impl JoinParams {
     fn validate(&self) -> Result<(), Error> {
-        let path = |c: char| !c.is_whitespace() && !"'\"`$;&|<>()\\*?[]".contains(c);
         if let Some(kubelet) = &self.kubelet {
-            refuse_word("kubelet", kubelet, path)?;
-            if !kubelet.starts_with('/') {
-                return Err(Error::new(format!(
-                    "invalid params at `join.kubelet`: {kubelet:?} must be an absolute path"
-                )));
-            }
+            words::path("join.kubelet", kubelet)?;
         }
-        for file in &self.files {
-            let plain = |c: char| !c.is_whitespace() && !",:".contains(c) && path(c);
-            for (field, value) in [("files.from", &file.from), ("files.to", &file.to)] {
-                refuse_word(field, value, plain)?;
-                if !value.starts_with('/') {
-                    return Err(Error::new(format!(
-                        "invalid params at `join.{field}`: {value:?} must be an absolute path"
-                    )));
+        for (i, file) in self.files.iter().enumerate() {
+            for (part, value) in [("from", &file.from), ("to", &file.to)] {
+                let field = format!("join.files[{i}].{part}");
+                words::path(&field, value)?;
+                // They separate the files and their parts in `WORKFLOW_SSH_COPY`.
+                if value.contains([',', ':']) {
+                    let rule =
+                        Rule::Characters("characters but ',' and ':' (they separate the files)");
+                    return Err(WordError::new(&field, value, Kind::Path, rule).into());
                 }
             }
             if let Some(mode) = &file.mode {
                 refuse_word("files.mode", mode, |c| ('0'..='7').contains(&c))?;
             }
         }
-        for image in &self.images {
-            refuse_word("images", image, path)?;
-            if !image.starts_with('/') {
-                return Err(Error::new(format!(
-                    "invalid params at `join.images`: {image:?} must be an absolute path on the targets"
-                )));
-            }
-        }
+        words::each("join.images", &self.images, words::path)?;
+        let url =
+            |c: char| !c.is_whitespace() && !c.is_control() && !"'\"`$;&|<>()\\*?[]".contains(c);
         if let Some(server) = &self.api_server {
-            refuse_word("apiServer", server, path)?;
+            refuse_word("apiServer", server, url)?;
             if !server.starts_with("https://") {
                 return Err(Error::new(format!(
                     "invalid params at `join.apiServer`: {server:?} must be an https:// URL"
@@ -216,15 +202,16 @@ impl JoinParams {
                 )));
             }
         }
-        let plain = |c: char| c.is_ascii_alphanumeric() || "./:@_-".contains(c);
-        for (field, value) in [
-            ("sandboxImage", &self.sandbox_image),
-            ("podSubnet", &self.pod_subnet),
-            ("clusterDomain", &self.cluster_domain),
-        ] {
-            if let Some(v) = value {
-                refuse_word(field, v, plain)?;
-            }
+        if let Some(image) = &self.sandbox_image {
+            words::image("join.sandboxImage", image)?;
+        }
+        if let Some(domain) = &self.cluster_domain {
+            words::dns_subdomain("join.clusterDomain", domain)?;
+        }
+        if let Some(subnet) = &self.pod_subnet {
+            refuse_word("podSubnet", subnet, |c| {
+                c.is_ascii_digit() || "./".contains(c)
+            })?;
         }
         for dns in &self.cluster_dns {
             refuse_word("clusterDNS", dns, |c| {
@@ -312,12 +299,11 @@ impl JoinParams {
 )]
 #[schemars(crate = "workflow_plugin_sdk::schemars")]
 pub struct SetupParams {
-    /// Packages to install with each target's package manager.
-    #[schemars(inner(regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9.+_:=~-]*$")))]
+    /// Packages to install with each target's package manager (package names, without a
+    /// version).
     pub packages: Vec<String>,
     /// A file in the step pod (e.g. a ConfigMap's key mounted by `spec.podTemplates.setup`)
     /// run on every target by `configure-nodes`.
-    #[schemars(regex(pattern = r"^/"))]
     pub script_file: Option<String>,
     /// Times `install-packages` is tried again when a target asks for it (default 2).
     #[schemars(range(max = 10))]
@@ -346,22 +332,9 @@ impl WorkflowType for Setup {
     }
 
     fn validate(params: &SetupParams) -> Result<(), Error> {
-        let fine = |p: &String| {
-            p.chars().next().is_some_and(|c| c.is_ascii_alphanumeric())
-                && p.chars()
-                    .all(|c| c.is_ascii_alphanumeric() || ".+_:=~-".contains(c))
-        };
-        if let Some(bad) = params.packages.iter().find(|p| !fine(p)) {
-            return Err(Error::new(format!(
-                "invalid params at `packages`: {bad:?} is not a package name"
-            )));
-        }
-        if let Some(file) = &params.script_file
-            && !file.starts_with('/')
-        {
-            return Err(Error::new(format!(
-                "invalid params at `scriptFile`: {file:?} must be an absolute path in the step pod"
-            )));
+        words::each("packages", &params.packages, words::package_name)?;
+        if let Some(file) = &params.script_file {
+            words::path("scriptFile", file)?;
         }
         // The key and the service account's token are never a script for the targets (the
         // runner refuses them too, links resolved).
@@ -387,7 +360,7 @@ impl WorkflowType for Setup {
         if let Some(join) = &params.join {
             join.validate()?;
         }
-        Ok(())
+        params.ssh.validate()
     }
 
     fn template(ctx: &Context<SetupParams>) -> Result<Vec<Step>, Error> {
@@ -541,9 +514,43 @@ mod tests {
         assert_eq!(
             Setup::validate(&params),
             Err(Error::new(
-                "invalid params at `packages`: \"curl; rm -rf /\" is not a package name"
+                "invalid params at `packages[0]`: \"curl; rm -rf /\" is not a valid package name: \
+                 it holds a blank, which would make it two words"
             ))
         );
+    }
+
+    #[test]
+    fn a_package_name_apt_reads_as_an_option_a_removal_a_pattern_or_a_pin_is_refused() {
+        let refused = |package: &str| {
+            Setup::validate(&SetupParams {
+                packages: vec!["chrony".into(), package.into()],
+                ..SetupParams::default()
+            })
+            .err()
+            .map(|e| e.message().to_owned())
+            .unwrap_or_default()
+        };
+        for (package, says) in [
+            (
+                "-y",
+                "it starts with '-', which a program reads as an option",
+            ),
+            ("chrony-", "it ends in '-' or in a single '+'"),
+            ("lib*", "it holds '*', '?', '[' or ']'"),
+            ("~nchrony", "it must start with a letter or digit"),
+            ("curl=7.88.1", "it pins a version with '='"),
+            ("curl\u{1b}[2J", "it holds a control character"),
+        ] {
+            let why = refused(package);
+            assert!(
+                why.starts_with("invalid params at `packages[1]`: ") && why.contains(says),
+                "{package:?}: {why:?} should say {says:?}"
+            );
+        }
+        for fine in ["g++", "gcc-c++", "python3.11", "libc6:i386", "mod_ssl"] {
+            assert_eq!(refused(fine), "", "{fine}");
+        }
     }
 
     #[test]
@@ -640,6 +647,38 @@ mod tests {
                     ..JoinParams::default()
                 },
                 "`join.kubelet`",
+            ),
+            (
+                JoinParams {
+                    files: vec![Delivery {
+                        from: "/media/kubelet".into(),
+                        to: "/opt/k8s/kube,let".into(),
+                        mode: None,
+                    }],
+                    ..JoinParams::default()
+                },
+                "`join.files[0].to`: \"/opt/k8s/kube,let\" is not a valid path",
+            ),
+            (
+                JoinParams {
+                    images: vec!["/opt/images/*.tar".into()],
+                    ..JoinParams::default()
+                },
+                "`join.images[0]`: \"/opt/images/*.tar\" is not a valid path: it holds '*'",
+            ),
+            (
+                JoinParams {
+                    cluster_domain: Some("Cluster.Local".into()),
+                    ..JoinParams::default()
+                },
+                "`join.clusterDomain`",
+            ),
+            (
+                JoinParams {
+                    sandbox_image: Some("--privileged".into()),
+                    ..JoinParams::default()
+                },
+                "`join.sandboxImage`: \"--privileged\" is not a valid image reference",
             ),
             (
                 JoinParams {

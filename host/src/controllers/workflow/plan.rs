@@ -9,6 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use workflow_model::ApprovalRequest;
+use workflow_model::text;
 
 use super::pod::{approval_content, build_pod};
 use super::refusal::PodRefusal;
@@ -543,11 +544,7 @@ fn stamp(
         detail.finished_at = Some(Time(finished));
         detail.exit_code = outcome.exit_code;
         let message = outcome.message.trim_end();
-        let cut = message.len().saturating_sub(MAX_STEP_LOG);
-        let cut = (cut..=message.len())
-            .find(|i| message.is_char_boundary(*i))
-            .unwrap_or(message.len());
-        detail.log = (!message.is_empty()).then(|| message[cut..].to_string());
+        detail.log = (!message.is_empty()).then(|| text::printable_tail(message, MAX_STEP_LOG));
     }
 }
 
@@ -604,10 +601,31 @@ fn summarize(
     plan.status.step_details = decided
         .steps
         .into_iter()
-        .map(|(name, d)| (name.to_string(), d.detail))
+        .map(|(name, d)| (name.to_string(), inert(d.detail)))
         .collect();
     plan.status.progress = Some(format!("{}/{}", state.done, state.total));
     conclude(workflow, plan, state, now)
+}
+
+/// A step's detail as its status shows it: what the step, its targets and its plugin said
+/// (its message, each target's name and reason, the approval's reason) with control characters
+/// escaped, so that `kubectl get -o yaml`, `describe` and `workflow-operator get` print it
+/// inert. Escaping is idempotent: a status read back is written the same.
+fn inert(mut detail: StepDetail) -> StepDetail {
+    let escape = |s: &mut String| *s = text::escape_controls(s).into_owned();
+    if let Some(message) = detail.message.as_mut() {
+        escape(message);
+    }
+    if let Some(report) = detail.targets.as_mut() {
+        for problem in &mut report.problems {
+            escape(&mut problem.name);
+            escape(&mut problem.reason);
+        }
+    }
+    if let Some(approval) = detail.approval.as_mut() {
+        escape(&mut approval.reason);
+    }
+    detail
 }
 
 /// What the steps say of the workflow as a whole.
@@ -1426,6 +1444,55 @@ mod tests {
             plan.events
                 .iter()
                 .any(|e| e.reason == "StepFailed" && e.message.contains("disk full"))
+        );
+    }
+
+    #[test]
+    fn what_a_step_and_its_targets_said_reaches_the_status_with_control_characters_escaped() {
+        let wf = workflow(SEED);
+        let output = "targets 2: 1 ok, 1 failed, 0 unreachable\n\
+                      FAIL node-2: exit 1: \u{1b}]0;owned\u{7}disk\u{9b}2J full\u{7f}\n\
+                      OK node-1 (0.1 s)\n\u{1b}[2J\rdone";
+        let mut seen = attempts(&[("validate-nodes", 1, Some((1, output)))]);
+        if let Some(outcome) = seen
+            .get_mut("validate-nodes")
+            .and_then(|a| a.outcome.as_mut())
+        {
+            outcome.targets = workflow_model::TargetReport::parse(output);
+        }
+        let plan = plan_now(&wf, &seen, &Judge::new());
+        let detail = &plan.status.step_details["validate-nodes"];
+        let message = detail.message.as_deref().unwrap_or_default();
+        let log = detail.log.as_deref().unwrap_or_default();
+        let reason = detail
+            .targets
+            .as_ref()
+            .and_then(|t| t.problems.first())
+            .map(|p| p.reason.as_str())
+            .unwrap_or_default();
+        assert_eq!(
+            reason,
+            "exit 1: \\u{1b}]0;owned\\u{7}disk\\u{9b}2J full\\u{7f}"
+        );
+        assert!(
+            log.ends_with("OK node-1 (0.1 s)\n\\u{1b}[2J\\rdone"),
+            "the log keeps its lines and escapes the rest: {log:?}"
+        );
+        for shown in [message, log, reason] {
+            assert!(shown.contains("\\u{1b}"), "{shown:?}");
+            assert!(
+                !shown.chars().any(|c| c.is_control() && c != '\n'),
+                "{shown:?}"
+            );
+        }
+        assert!(!message.contains('\n'), "{message:?}");
+        // Written again unchanged: escaping what is escaped changes nothing.
+        let mut again = wf.clone();
+        again.status = Some(plan.status.clone());
+        let replan = plan_now(&again, &seen, &Judge::new());
+        assert_eq!(
+            replan.status.step_details["validate-nodes"],
+            plan.status.step_details["validate-nodes"]
         );
     }
 

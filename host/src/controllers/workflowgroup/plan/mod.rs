@@ -24,7 +24,6 @@ use crate::controllers::reason;
 use crate::controllers::status::{
     Transition, derive_kstatus_conditions, set_succeeded, succeeded, succeeded_condition,
 };
-use crate::graph::check_dns_label;
 use crate::plugin::PluginError;
 use crate::render::RenderError;
 
@@ -1192,6 +1191,43 @@ mod tests {
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         assert_eq!(condition(&plan).1, "InvalidSpec");
         assert!(condition(&plan).2.contains("spec.params.nope"));
+    }
+
+    #[test]
+    fn a_group_with_a_word_that_is_not_a_word_of_its_kind_waits_as_an_invalid_spec_naming_it() {
+        /// What spoils the sample group, and how the condition's message begins.
+        type Spoiled = (fn(&mut WorkflowGroup), &'static str);
+        let cases: [Spoiled; 4] = [
+            (
+                |g| g.spec.targets[1].name = "Node_2".into(),
+                "spec.targets[1].name: \"Node_2\" is not a valid DNS-1123 subdomain: only lowercase \
+                 letters, digits, '-' and '.' are allowed",
+            ),
+            (
+                |g| g.spec.targets[0].role = "Master,Worker".into(),
+                "spec.targets[0].role: \"Master,Worker\" is not a valid role",
+            ),
+            (
+                |g| g.spec.cluster_name = "c".repeat(101),
+                "spec.clusterName: ",
+            ),
+            (
+                |g| g.spec.workflow_steps[0] = "Pre-Check".into(),
+                "spec.workflowSteps[0]: \"Pre-Check\" is not a valid DNS-1123 label",
+            ),
+        ];
+        for (spoil, says) in cases {
+            let mut group = sample();
+            spoil(&mut group);
+            let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+            let (_, why, message) = condition(&plan);
+            assert_eq!(why, "InvalidSpec", "{says}");
+            assert!(
+                message.starts_with(says),
+                "{message:?} should start with {says:?}"
+            );
+            assert!(plan.create.is_none(), "{says}");
+        }
     }
 
     #[test]

@@ -1,5 +1,7 @@
 //! A Workflow of the group, as the plan reads it.
 
+use workflow_model::text;
+
 use super::*;
 
 /// A Workflow of the group, as observed.
@@ -52,7 +54,13 @@ impl ObservedWorkflow {
                 report
                     .problems
                     .iter()
-                    .map(move |p| (p.name.clone(), format!("{step}: {}", p.reason)))
+                    // Escaped again: a Workflow's status written before its text was.
+                    .map(move |p| {
+                        (
+                            text::escape_controls(&p.name).into_owned(),
+                            format!("{step}: {}", text::escape_controls(&p.reason)),
+                        )
+                    })
             })
             .collect();
         ObservedWorkflow {

@@ -226,13 +226,11 @@ pub(super) fn spec_problem(group: &WorkflowGroup) -> Option<String> {
     if types.is_empty() {
         return Some("spec.workflowSteps is empty: list at least one workflow type".into());
     }
+    if let Some(refused) = group.spec.words_problem() {
+        return Some(refused.to_string());
+    }
     let mut seen = BTreeSet::new();
     for t in types {
-        if let Err(reason) = check_dns_label(t) {
-            return Some(format!(
-                "spec.workflowSteps: workflow type {t:?} is not a valid name: {reason}"
-            ));
-        }
         if !seen.insert(t) {
             return Some(format!(
                 "spec.workflowSteps: workflow type {t:?} is listed twice"
