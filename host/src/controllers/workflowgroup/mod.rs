@@ -74,7 +74,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     let plan = plan_group(group, &workflows, &plugins, now);
     let attempt = carry_out(ctx, group, &plan, &workflows, &workflows_api).await?;
     let waiting = matches!(attempt, Attempt::Locked(_));
-    let mut plan = after_attempt(group, plan, attempt, now);
+    let plan = after_attempt(group, plan, attempt, now);
     // What the group wants of its locks now that the attempt is made: to give them way while
     // it only waits, or to give them back. A group waiting for locks keeps what it holds (what
     // it took in a failed attempt is already given back).
@@ -93,7 +93,8 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     if let Some((idle, since)) = &idle
         && let Some(event) = give_way(ctx, group, idle, *since, &workflows_api, now).await?
     {
-        plan.events.push(event);
+        // Published whether or not the status changes with it (the status says nothing of it).
+        write::publish(ctx, group, &event).await;
     }
     if plan.pause && !group.spec.paused {
         // Before the status that says so: a crash between the two pauses it again.
