@@ -255,6 +255,15 @@ impl Word<'_> {
         self.unless(!self.word.chars().all(fine), Rule::Characters(allowed))
     }
 
+    /// Refused by [`Rule::Edges`] unless the first character is `fine` (a letter or digit of
+    /// the word's kind).
+    fn starts_alphanumeric(&self, fine: impl Fn(char) -> bool) -> Result<(), WordError> {
+        self.unless(
+            !self.word.starts_with(fine),
+            Rule::Edges("start with a letter or digit"),
+        )
+    }
+
     /// Refused by [`Rule::Edges`] unless the first and last characters are `fine`.
     fn edges(&self, fine: impl Fn(char) -> bool, what: &'static str) -> Result<(), WordError> {
         let first = self.word.chars().next().is_some_and(&fine);
@@ -641,10 +650,7 @@ pub fn service_name(field: &str, word: &str) -> Result<(), WordError> {
         |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '@' | '_' | ':' | '-'),
         "letters, digits, '.', '@', '_', ':' and '-'",
     )?;
-    w.unless(
-        !word.starts_with(|c: char| c.is_ascii_alphanumeric()),
-        Rule::Edges("start with a letter or digit"),
-    )
+    w.starts_alphanumeric(|c| c.is_ascii_alphanumeric())
 }
 
 /// An operating system's ID as `/etc/os-release` writes it (`debian`, `rhel`, `opensuse-leap`):
@@ -672,10 +678,7 @@ pub fn os_id(field: &str, word: &str) -> Result<(), WordError> {
         |c| lower_alnum(c) || matches!(c, '.' | '_' | '-'),
         "lowercase letters, digits, '.', '_' and '-' (as os-release writes an ID)",
     )?;
-    w.unless(
-        !word.starts_with(lower_alnum),
-        Rule::Edges("start with a letter or digit"),
-    )
+    w.starts_alphanumeric(lower_alnum)
 }
 
 /// A user to log in as (`root`, `ops`, `svc_deploy`, `alice@corp.example`): letters, digits,
@@ -729,10 +732,7 @@ pub fn image(field: &str, word: &str) -> Result<(), WordError> {
         |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '/' | ':' | '@' | '_' | '-'),
         "letters, digits, '.', '/', ':', '@', '_' and '-'",
     )?;
-    w.unless(
-        !word.starts_with(|c: char| c.is_ascii_alphanumeric()),
-        Rule::Edges("start with a letter or digit"),
-    )
+    w.starts_alphanumeric(|c| c.is_ascii_alphanumeric())
 }
 
 /// An environment variable's name as Kubernetes takes it: letters, digits, `_`, `-` and `.`,
