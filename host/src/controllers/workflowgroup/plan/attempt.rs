@@ -126,12 +126,10 @@ fn idle_turn<'a>(workflows: &'a BTreeMap<String, ObservedWorkflow>) -> Option<Lo
         w.locks.seen && crate::controllers::workflow::plan::IDLE.contains(&w.reason.as_str())
     };
     let names = |ws: &[&'a ObservedWorkflow]| ws.iter().map(|w| w.name.as_str()).collect();
-    let ready: Vec<&ObservedWorkflow> = acting
-        .iter()
-        .copied()
-        .filter(|w| w.locks.awaiting && w.locks.seen && w.reason == reason::WAITING_FOR_TARGETS)
-        .collect();
-    if !ready.is_empty() {
+    let ready = |w: &&ObservedWorkflow| {
+        w.locks.awaiting && w.locks.seen && w.reason == reason::WAITING_FOR_TARGETS
+    };
+    if acting.iter().any(ready) {
         let awaiting: Vec<&ObservedWorkflow> = acting
             .iter()
             .copied()
