@@ -295,151 +295,207 @@ fn init_logs(format: LogFormat) {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logs(args.log_format);
-    let runtime = tokio::runtime::Runtime::new()?;
-    runtime.block_on(async move {
-        let config = RuntimeConfig {
-            call_timeout: std::time::Duration::from_millis(args.plugin_timeout_ms),
-            memory_limit_bytes: args.plugin_memory_mib * 1024 * 1024,
-            ..RuntimeConfig::default()
-        };
-        let mut prometheus = prometheus_client::registry::Registry::default();
-        let plugin_metrics = PluginMetrics::register(&mut prometheus);
-        let registry = PluginRegistry::new(Runtime::new(config)?.with_metrics(plugin_metrics));
-        let _watch = match &args.plugin_dir {
-            Some(dir) => {
-                let guard = registry.watch(dir)?;
-                info!(dir = %dir.display(), types = ?registry.types().len(), "loaded plugins from the directory");
-                Some(guard)
-            }
-            None => None,
-        };
-        let readiness = Readiness::default();
+    tokio::runtime::Runtime::new()?.block_on(operate(args))
+}
 
-        let metrics = Arc::new(Metrics::register(&mut prometheus));
-        let webhook_metrics = args
-            .webhook
-            .webhook_addr
-            .map(|_| WebhookMetrics::register(&mut prometheus));
-        let counted = metrics.clone();
-        let count_requests = tower::util::MapRequestLayer::new(
-            move |request: ::http::Request<kube::client::Body>| {
-                counted.api_request(
-                    request.method().as_str(),
-                    request.uri().path(),
-                    request.uri().query(),
-                );
-                request
-            },
-        );
-        let client = kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
+/// The operator's life: plugins loaded, the webhook served, the leader lease held, the
+/// controllers run until a shutdown signal or the loss of the lease.
+async fn operate(args: RunArgs) -> anyhow::Result<()> {
+    let mut prometheus = prometheus_client::registry::Registry::default();
+    let registry = plugin_registry(&args, &mut prometheus)?;
+    let _watch = match &args.plugin_dir {
+        Some(dir) => {
+            let guard = registry.watch(dir)?;
+            info!(dir = %dir.display(), types = ?registry.types().len(), "loaded plugins from the directory");
+            Some(guard)
+        }
+        None => None,
+    };
+    let readiness = Readiness::default();
+    let metrics = Arc::new(Metrics::register(&mut prometheus));
+    let webhook_metrics = args
+        .webhook
+        .webhook_addr
+        .map(|_| WebhookMetrics::register(&mut prometheus));
+    let client = api_client(&args, metrics.clone()).await?;
+    // The standby serves /healthz (and /plugins) too; /readyz waits for the controllers.
+    tokio::spawn(http::serve(
+        args.http_addr,
+        Arc::new(prometheus),
+        registry.clone(),
+        readiness.clone(),
+    ));
+    let own_namespace = args
+        .plugin_namespace
+        .clone()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let reporter = Reporter {
+        controller: "workflow-operator".into(),
+        instance: std::env::var("POD_NAME").ok(),
+    };
+    // Controllers start with every source read once: a group must not be told its type is
+    // missing while its ConfigMap is still being listed. A standby compiles them too, so
+    // that it takes over ready.
+    let plugins_loaded =
+        watch_plugin_configmaps(&args, &client, &registry, &own_namespace, &reporter);
+    tokio::select! {
+        _ = plugins_loaded => readiness.set_plugins_loaded(),
+        () = shutdown_signal() => return Ok(()),
+    }
+    // Every replica answers admissions, with the plugins just loaded.
+    if let Some(addr) = args.webhook.webhook_addr {
+        serve_webhook(
+            addr,
+            &args.webhook,
+            &client,
+            &own_namespace,
+            &registry,
+            webhook_metrics,
+        )
+        .await?;
+    }
+    let Some(role) = lead(&args, &client, &own_namespace).await? else {
+        info!("stopped while waiting for the leader lease");
+        return Ok(());
+    };
+    if args.webhook.webhook_addr.is_some() {
+        // Leader only: the process ends with the lease, and this task with it.
+        tokio::spawn(webhook::keeper::keep(
+            client.clone(),
+            keeper_config(&args.webhook, &own_namespace),
+        ));
+    }
+    let config = operator_config(args, &own_namespace);
+    let controllers = controllers::run(client, registry, config, metrics, readiness, reporter);
+    match role {
+        Role::Only => controllers.await,
+        Role::Leader(mut leadership) => {
+            tokio::select! {
+                () = controllers => leadership.release().await,
+                () = leadership.lost() => {
+                    // Another replica may be leading already: stop every write at once.
+                    anyhow::bail!("lost the leader lease; stopping so that this replica restarts as a standby");
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The plugin registry, its runtime bounded by the flags, its calls counted in `prometheus`.
+fn plugin_registry(
+    args: &RunArgs,
+    prometheus: &mut prometheus_client::registry::Registry,
+) -> anyhow::Result<PluginRegistry> {
+    let config = RuntimeConfig {
+        call_timeout: std::time::Duration::from_millis(args.plugin_timeout_ms),
+        memory_limit_bytes: args.plugin_memory_mib * 1024 * 1024,
+        ..RuntimeConfig::default()
+    };
+    let plugin_metrics = PluginMetrics::register(prometheus);
+    Ok(PluginRegistry::new(
+        Runtime::new(config)?.with_metrics(plugin_metrics),
+    ))
+}
+
+/// The API client: every request counted, and held to the flags' rate.
+async fn api_client(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<kube::Client> {
+    let count_requests =
+        tower::util::MapRequestLayer::new(move |request: ::http::Request<kube::client::Body>| {
+            metrics.api_request(
+                request.method().as_str(),
+                request.uri().path(),
+                request.uri().query(),
+            );
+            request
+        });
+    Ok(
+        kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
             .with_layer(&count_requests)
             .with_layer(&rate_limit(args.kube_api_qps, args.kube_api_burst))
-            .build();
-        // The standby serves /healthz (and /plugins) too; /readyz waits for the controllers.
-        tokio::spawn(http::serve(
-            args.http_addr,
-            Arc::new(prometheus),
-            registry.clone(),
-            readiness.clone(),
-        ));
-        let own_namespace = args
-            .plugin_namespace
-            .clone()
-            .unwrap_or_else(|| client.default_namespace().to_string());
-        let reporter = Reporter {
-            controller: "workflow-operator".into(),
-            instance: std::env::var("POD_NAME").ok(),
-        };
-        let (loaded, plugins_loaded) = tokio::sync::oneshot::channel::<()>();
-        if args.plugin_configmaps.is_empty() {
-            let _ = loaded.send(());
-        } else {
-            let source = ConfigMapSource {
-                namespace: own_namespace.clone(),
-                selector: args.plugin_configmaps.clone(),
-            };
-            tokio::spawn(plugin_configmaps::watch(
-                client.clone(),
-                registry.clone(),
-                source,
-                reporter.clone(),
-                move || {
-                    let _ = loaded.send(());
-                },
-            ));
-        }
-        // Controllers start with every source read once: a group must not be told its type is
-        // missing while its ConfigMap is still being listed. A standby compiles them too, so
-        // that it takes over ready.
-        tokio::select! {
-            _ = plugins_loaded => readiness.set_plugins_loaded(),
-            () = shutdown_signal() => return Ok(()),
-        }
-        // Every replica answers admissions, with the plugins just loaded.
-        if let Some(addr) = args.webhook.webhook_addr {
-            serve_webhook(addr, &args.webhook, &client, &own_namespace, &registry, webhook_metrics).await?;
-        }
+            .build(),
+    )
+}
 
-        let leadership = if args.leader_elect {
-            let lease = LeaseConfig {
-                name: args.leader_election_id.clone(),
-                namespace: args
-                    .leader_election_namespace
-                    .clone()
-                    .unwrap_or_else(|| own_namespace.clone()),
-                identity: identity(),
-            };
-            tokio::select! {
-                held = leader::acquire(client.clone(), &lease) => Some(held?),
-                () = shutdown_signal() => {
-                    info!("stopped while waiting for the leader lease");
-                    return Ok(());
-                }
-            }
-        } else {
-            None
+/// Starts the watch of the plugin ConfigMaps, if any are selected; the receiver is told once
+/// they have all been read.
+fn watch_plugin_configmaps(
+    args: &RunArgs,
+    client: &kube::Client,
+    registry: &PluginRegistry,
+    own_namespace: &str,
+    reporter: &Reporter,
+) -> tokio::sync::oneshot::Receiver<()> {
+    let (loaded, plugins_loaded) = tokio::sync::oneshot::channel::<()>();
+    if args.plugin_configmaps.is_empty() {
+        let _ = loaded.send(());
+    } else {
+        let source = ConfigMapSource {
+            namespace: own_namespace.to_string(),
+            selector: args.plugin_configmaps.clone(),
         };
-        if args.webhook.webhook_addr.is_some() {
-            // Leader only: the process ends with the lease, and this task with it.
-            tokio::spawn(webhook::keeper::keep(
-                client.clone(),
-                keeper_config(&args.webhook, &own_namespace),
-            ));
-        }
-        let controllers = controllers::run(
-            client,
-            registry,
-            OperatorConfig {
-                step_defaults: StepDefaults {
-                    image: args.default_image,
-                    ssh_secret: (!args.ssh_secret.is_empty()).then_some(args.ssh_secret),
-                },
-                namespace: args.namespace,
-                concurrent_reconciles: args.concurrent_reconciles,
-                locks: LockConfig {
-                    namespace: args.lock_namespace.unwrap_or_else(|| own_namespace.clone()),
-                    lease_duration: std::time::Duration::from_secs(args.lock_lease_seconds),
-                    idle: std::time::Duration::from_secs(args.lock_idle_seconds),
-                },
+        tokio::spawn(plugin_configmaps::watch(
+            client.clone(),
+            registry.clone(),
+            source,
+            reporter.clone(),
+            move || {
+                let _ = loaded.send(());
             },
-            metrics,
-            readiness,
-            reporter,
-        );
-        match leadership {
-            None => controllers.await,
-            Some(mut leadership) => {
-                tokio::select! {
-                    () = controllers => leadership.release().await,
-                    () = leadership.lost() => {
-                        // Another replica may be leading already: stop every write at once.
-                        anyhow::bail!("lost the leader lease; stopping so that this replica restarts as a standby");
-                    }
-                }
-            }
-        }
-        Ok(())
-    })
+        ));
+    }
+    plugins_loaded
+}
+
+/// How this replica runs the controllers.
+enum Role {
+    /// Without leader election: it is the only one.
+    Only,
+    /// As the holder of the leader lease, until it loses it.
+    Leader(leader::Leadership),
+}
+
+/// This replica's role, once it has it (for the leader: the lease held); `None` when a
+/// shutdown signal came first.
+async fn lead(
+    args: &RunArgs,
+    client: &kube::Client,
+    own_namespace: &str,
+) -> anyhow::Result<Option<Role>> {
+    if !args.leader_elect {
+        return Ok(Some(Role::Only));
+    }
+    let lease = LeaseConfig {
+        name: args.leader_election_id.clone(),
+        namespace: args
+            .leader_election_namespace
+            .clone()
+            .unwrap_or_else(|| own_namespace.to_string()),
+        identity: identity(),
+    };
+    tokio::select! {
+        held = leader::acquire(client.clone(), &lease) => Ok(Some(Role::Leader(held?))),
+        () = shutdown_signal() => Ok(None),
+    }
+}
+
+/// What the controllers are told of the flags.
+fn operator_config(args: RunArgs, own_namespace: &str) -> OperatorConfig {
+    OperatorConfig {
+        step_defaults: StepDefaults {
+            image: args.default_image,
+            ssh_secret: (!args.ssh_secret.is_empty()).then_some(args.ssh_secret),
+        },
+        namespace: args.namespace,
+        concurrent_reconciles: args.concurrent_reconciles,
+        locks: LockConfig {
+            namespace: args
+                .lock_namespace
+                .unwrap_or_else(|| own_namespace.to_string()),
+            lease_duration: std::time::Duration::from_secs(args.lock_lease_seconds),
+            idle: std::time::Duration::from_secs(args.lock_idle_seconds),
+        },
+    }
 }
 
 /// Serves the admission webhook on `addr` (every replica), with the certificate of the

@@ -42,7 +42,7 @@ pub use metrics::Metrics;
 use crate::api::{Approval, LABEL_WORKFLOW_UID, Workflow, WorkflowGroup};
 use crate::approvals::Approvals;
 use crate::http::Readiness;
-use crate::locks::{LockCaches, Locks};
+use crate::locks::{LockCaches, Locks, Waiters};
 use crate::plugin::PluginRegistry;
 use crate::provenance::Provenance;
 
@@ -100,7 +100,7 @@ where
 fn lease_watch(
     api: Api<Lease>,
     writer: reflector::store::Writer<Lease>,
-    waiters: Arc<crate::locks::Waiters>,
+    waiters: Arc<Waiters>,
     groups: reflector::Store<WorkflowGroup>,
 ) -> impl std::future::Future<Output = ()> {
     watcher(
@@ -120,39 +120,22 @@ fn lease_watch(
     })
 }
 
-/// Runs both controllers until a shutdown signal. `readiness` learns when both controllers'
-/// caches have synced.
-pub async fn run(
+/// The groups' watch into their store. It keeps the line of groups waiting for locks, and a
+/// deleted group gives back its locks at once.
+fn group_watch(
+    api: Api<WorkflowGroup>,
+    line: Arc<Waiters>,
     client: Client,
-    registry: PluginRegistry,
-    config: OperatorConfig,
-    metrics: Arc<Metrics>,
-    readiness: Readiness,
-    reporter: Reporter,
+    lock_namespace: String,
+) -> (
+    reflector::Store<WorkflowGroup>,
+    impl futures::Stream<Item = Result<WorkflowGroup, watcher::Error>> + Send + 'static,
 ) {
-    // What the operator creates is signed, and what it finds checked, with its key.
-    let provenance = Provenance::load(&client, &config.locks.namespace).await;
-    let watched = config.namespace.as_deref();
-    let (groups, workflows, pods, approvals) = (
-        api_of::<WorkflowGroup>(&client, watched),
-        api_of::<Workflow>(&client, watched),
-        api_of::<Pod>(&client, watched),
-        api_of::<Approval>(&client, watched),
-    );
-    // Every watched object goes through a reflector store that the reconciles read instead of
-    // listing from the API server; managedFields (a quarter of an object) are dropped first.
-    let (group_store, group_writer) = reflector::store();
-    let (wake, woken) = futures::channel::mpsc::unbounded();
-    let wake_owner = wake.clone();
-    let lock_waiters = Arc::new(crate::locks::Waiters::new(wake));
-    // The groups in line for locks, as the watch shows them; a deleted group gives back its
-    // locks at once.
-    let (release_client, lock_namespace) = (client.clone(), config.locks.namespace.clone());
-    let line = lock_waiters.clone();
-    let group_stream = watcher(groups, watcher::Config::default())
+    let (store, writer) = reflector::store();
+    let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(strip_managed_fields)
-        .reflect(group_writer)
+        .reflect(writer)
         .inspect(move |event| match event {
             Ok(watcher::Event::Apply(group) | watcher::Event::InitApply(group)) => {
                 line.in_line(group, workflowgroup::plan::waiting_for(group).is_some());
@@ -160,7 +143,7 @@ pub async fn run(
             Ok(watcher::Event::Delete(group)) => {
                 line.in_line(group, false);
                 tokio::spawn(crate::locks::release_deleted(
-                    release_client.clone(),
+                    client.clone(),
                     lock_namespace.clone(),
                     group.clone(),
                 ));
@@ -168,27 +151,36 @@ pub async fn run(
             _ => {}
         })
         .applied_objects();
-    // The lock Leases; a deleted one wakes the groups waiting for it.
-    let (lease_store, lease_writer) = reflector::store();
-    let lease_watch = lease_watch(
-        Api::namespaced(client.clone(), &config.locks.namespace),
-        lease_writer,
-        lock_waiters.clone(),
-        group_store.clone(),
-    );
-    // One watch of Workflows feeds a shared store: the Workflow controller runs on it, and the
-    // group controller is told of its Workflows' changes by it, only once the store holds
-    // them (a second watch could tell it before the store it reads has caught up).
-    let (workflow_store, workflow_writer) = reflector::store_shared(1024);
-    let workflow_events = workflow_writer.subscribe();
-    let group_triggers = workflow_writer.subscribe();
-    let workflow_watch = watcher(workflows, watcher::Config::default())
+    (store, stream)
+}
+
+/// One watch of Workflows feeding a shared store: the Workflow controller runs on it, and the
+/// group controller is told of its Workflows' changes by it, only once the store holds them (a
+/// second watch could tell it before the store it reads has caught up).
+struct WorkflowWatch<W> {
+    store: reflector::Store<Workflow>,
+    /// The Workflow controller's stream and the group controller's; `None` if the store
+    /// refused a subscriber.
+    subscribers: Option<(
+        reflector::ReflectHandle<Workflow>,
+        reflector::ReflectHandle<Workflow>,
+    )>,
+    /// The watch itself, which runs until the controllers stop reading from it.
+    watch: W,
+}
+
+fn workflow_watch(
+    api: Api<Workflow>,
+    provenance: &Provenance,
+    wake_owner: futures::channel::mpsc::UnboundedSender<ObjectRef<WorkflowGroup>>,
+) -> WorkflowWatch<impl std::future::Future<Output = ()> + use<>> {
+    let (store, writer) = reflector::store_shared(1024);
+    let subscribers = writer.subscribe().zip(writer.subscribe());
+    let provenance = provenance.clone();
+    let watch = watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify({
-            let provenance = provenance.clone();
-            move |w| workflow::keep_what_is_read(w, &provenance)
-        })
-        .reflect_shared(workflow_writer)
+        .modify(move |w| workflow::keep_what_is_read(w, &provenance))
+        .reflect_shared(writer)
         .for_each(move |event| {
             match event {
                 // The shared store tells its subscribers of changes, not of deletions: the
@@ -203,30 +195,120 @@ pub async fn run(
             }
             futures::future::ready(())
         });
-    let (pod_store, pod_writer) = reflector::store();
-    let pod_stream = watcher(pods, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
+    WorkflowWatch {
+        store,
+        subscribers,
+        watch,
+    }
+}
+
+/// The step pods' watch into their store; what is kept of a pod is its evidence.
+fn pod_watch(
+    api: Api<Pod>,
+    provenance: &Provenance,
+) -> (
+    reflector::Store<Pod>,
+    impl futures::Stream<Item = Result<Pod, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let provenance = provenance.clone();
+    let stream = watcher(api, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
         .default_backoff()
-        .modify({
-            let provenance = provenance.clone();
-            move |pod| workflow::pod::keep_pod_evidence(pod, &provenance)
-        })
-        .reflect(pod_writer)
+        .modify(move |pod| workflow::pod::keep_pod_evidence(pod, &provenance))
+        .reflect(writer)
         .touched_objects();
-    // Approvals of steps: a new one wakes the Workflow it names.
-    let (approval_store, approval_writer) = reflector::store();
-    let approvals_room = Arc::new(Approvals::new(client.clone(), approval_store));
-    let index = approvals_room.clone();
-    let approval_stream = watcher(approvals, watcher::Config::default())
+    (store, stream)
+}
+
+/// The Approvals' watch: the approvals room indexes each one by the Workflow it names, and a
+/// new one wakes that Workflow.
+fn approval_watch(
+    api: Api<Approval>,
+    client: Client,
+) -> (
+    Arc<Approvals>,
+    impl futures::Stream<Item = Result<Approval, watcher::Error>> + Send + 'static,
+) {
+    let (store, writer) = reflector::store();
+    let room = Arc::new(Approvals::new(client, store));
+    let index = room.clone();
+    let stream = watcher(api, watcher::Config::default())
         .default_backoff()
         .modify(strip_managed_fields)
-        .reflect(approval_writer)
+        .reflect(writer)
         .inspect(move |event| {
             if let Ok(watcher::Event::Apply(a) | watcher::Event::InitApply(a)) = event {
                 index.saw(a);
             }
         })
         .touched_objects();
-    let controller_config = ControllerConfig::default().concurrency(config.concurrent_reconciles);
+    (room, stream)
+}
+
+/// Runs `then` once every store named has synced; not at all if one of their writers is gone.
+fn when_synced<F>(stores: Vec<Box<dyn SyncedStore>>, then: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    tokio::spawn(async move {
+        for store in &stores {
+            if !store.synced().await {
+                return;
+            }
+        }
+        then.await;
+    });
+}
+
+/// A store whose first sync can be awaited, whatever it holds.
+trait SyncedStore: Send + Sync {
+    fn synced(&self) -> futures::future::BoxFuture<'_, bool>;
+}
+
+impl<K> SyncedStore for reflector::Store<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone + Send + Sync,
+{
+    fn synced(&self) -> futures::future::BoxFuture<'_, bool> {
+        Box::pin(store_ready(self))
+    }
+}
+
+/// Runs both controllers until a shutdown signal. `readiness` learns when both controllers'
+/// caches have synced.
+pub async fn run(
+    client: Client,
+    registry: PluginRegistry,
+    config: OperatorConfig,
+    metrics: Arc<Metrics>,
+    readiness: Readiness,
+    reporter: Reporter,
+) {
+    // What the operator creates is signed, and what it finds checked, with its key.
+    let provenance = Provenance::load(&client, &config.locks.namespace).await;
+    let watched = config.namespace.as_deref();
+    // Every watched object goes through a reflector store that the reconciles read instead of
+    // listing from the API server; managedFields (a quarter of an object) are dropped first.
+    let (wake, woken) = futures::channel::mpsc::unbounded();
+    let lock_waiters = Arc::new(Waiters::new(wake.clone()));
+    let (group_store, group_stream) = group_watch(
+        api_of(&client, watched),
+        lock_waiters.clone(),
+        client.clone(),
+        config.locks.namespace.clone(),
+    );
+    let (lease_store, lease_writer) = reflector::store();
+    let lease_watch = lease_watch(
+        Api::namespaced(client.clone(), &config.locks.namespace),
+        lease_writer,
+        lock_waiters.clone(),
+        group_store.clone(),
+    );
+    let workflows = workflow_watch(api_of(&client, watched), &provenance, wake);
+    let workflow_store = workflows.store.clone();
+    let (pod_store, pod_stream) = pod_watch(api_of(&client, watched), &provenance);
+    let (approvals, approval_stream) = approval_watch(api_of(&client, watched), client.clone());
     let locks = Locks::new(
         client.clone(),
         config.locks.clone(),
@@ -239,6 +321,7 @@ pub async fn run(
         },
         lock_waiters,
     );
+    let controller_config = ControllerConfig::default().concurrency(config.concurrent_reconciles);
     let ctx = Arc::new(Context {
         client: client.clone(),
         registry: registry.clone(),
@@ -251,29 +334,29 @@ pub async fn run(
         pods: pod_store.clone(),
         groups: group_store.clone(),
         locks,
-        approvals: approvals_room,
+        approvals,
         written: written::WrittenStatus::default(),
         provenance,
     });
     // The sweeper of gone holders' locks starts once the caches it judges by are complete.
-    let sweeper = (ctx.clone(), group_store.clone(), lease_store);
-    tokio::spawn(async move {
-        let (ctx, groups, leases) = sweeper;
-        if store_ready(&groups).await && store_ready(&leases).await {
-            ctx.locks.sweep().await;
-        }
-    });
-
-    let ready_stores = (group_store.clone(), workflow_store.clone(), pod_store);
-    tokio::spawn(async move {
-        let (groups, workflows, pods) = ready_stores;
-        if store_ready(&groups).await && store_ready(&workflows).await && store_ready(&pods).await {
+    let sweeper = ctx.clone();
+    when_synced(
+        vec![Box::new(group_store.clone()), Box::new(lease_store)],
+        async move { sweeper.locks.sweep().await },
+    );
+    when_synced(
+        vec![
+            Box::new(group_store.clone()),
+            Box::new(workflow_store.clone()),
+            Box::new(pod_store),
+        ],
+        async move {
             info!("controller caches synced");
             readiness.set_controllers_synced();
-        }
-    });
+        },
+    );
 
-    let (Some(workflow_events), Some(group_triggers)) = (workflow_events, group_triggers) else {
+    let Some((workflow_events, group_triggers)) = workflows.subscribers else {
         warn!("the shared Workflow store has no subscribers; not starting the controllers");
         return;
     };
@@ -311,7 +394,7 @@ pub async fn run(
     info!("controllers started");
     // The shared watch ends with the controllers (on shutdown they stop reading from it).
     tokio::select! {
-        _ = workflow_watch => {}
+        _ = workflows.watch => {}
         _ = lease_watch => {}
         _ = futures::future::join(group_controller, workflow_controller) => {}
     }
