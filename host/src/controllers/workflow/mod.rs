@@ -123,29 +123,14 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     let ns = workflow.namespace().ok_or(Error::MissingNamespace)?;
     let old = workflow.status.clone().unwrap_or_default();
     let workflows: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
-    if group_owner_uid(workflow).is_some() && !group_signed(workflow) {
-        // Claims a group it was not made by (or was changed since): none of its steps runs.
-        let plan = plan::plan_not_made_by_group(workflow, Timestamp::now());
+    if let Some(plan) = plan_without_steps(workflow, &old) {
         write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
             .await?;
+        if plan.status.run > old.run {
+            info!(run = plan.status.run, "workflow runs again");
+        }
         return Ok(Action::await_change());
     }
-    if let Some(plan) = plan::plan_rerun(workflow, Timestamp::now()) {
-        // Its group runs it again: the status that says so first, the steps from the next
-        // reconcile (which this write triggers).
-        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
-            .await?;
-        info!(run = plan.status.run, "workflow runs again");
-        return Ok(Action::await_change());
-    }
-    if old.phase.is_some_and(|p| p.is_finished()) {
-        // Written only for a workflow that finished before the conditions it adds existed.
-        let plan = plan_finished(workflow);
-        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
-            .await?;
-        return Ok(Action::await_change());
-    }
-
     let choice = plugin_choice(workflow);
     let plugin = match &choice {
         PluginChoice::Pinned(digest) => ctx.registry.get_pinned(&workflow.spec.type_, digest),
@@ -165,36 +150,23 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
 
     let uid = workflow.uid().unwrap_or_default();
     let pods_api: Api<Pod> = Api::namespaced(ctx.client.clone(), &ns);
-    let mut pods: Vec<Pod> = cached_pods(ctx, workflow, &ns, &uid);
-    // The cache may lag behind our own writes: a pod the status says was started and the cache
-    // does not hold yet is asked for directly, so that only a pod really gone counts as deleted.
-    for missing in unseen_pods(&old, &pods) {
-        if let Some(mut pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
-            pod::keep_pod_evidence(&mut pod, &ctx.provenance);
-            if write::controlled_by(&pod, &uid) && pod::signed(&pod) {
-                pods.push(pod);
-            }
-        }
-    }
+    let pods = step_pods(ctx, workflow, &old, &pods_api, &uid).await?;
     let now = Timestamp::now();
     let mut observed = Observed {
         attempts: latest_attempts(workflow, &pods, now),
         ..Observed::default()
     };
-    let approvals = ctx.approvals.of_workflow(workflow);
-    if !approvals.is_empty() {
-        let trust = ctx.approvals.trust().await;
-        for (step, given) in approvals {
-            let (counted, note) = crate::approvals::judge::trusted(given, &trust);
-            if let Some(note) = note {
-                observed.approval_notes.insert(step.clone(), note);
-            }
-            observed.approvals.insert(step, counted);
-        }
-    }
-    let (mut created, mut stopped) = (BTreeSet::new(), BTreeSet::new());
-    // The targets' ConfigMap goes with the first pod: one that exists was made with it.
-    let mut targets_written = !pods.is_empty();
+    observe_approvals(ctx, workflow, &mut observed).await;
+    let mut starter = Starter {
+        ctx,
+        workflow,
+        pods_api: &pods_api,
+        uid: &uid,
+        created: BTreeSet::new(),
+        stopped: BTreeSet::new(),
+        // The targets' ConfigMap goes with the first pod: one that exists was made with it.
+        targets_written: !pods.is_empty(),
+    };
     // A refused pod changes the plan (its step waits, or fails): plan again knowing the
     // refusal until every pod the plan starts exists. Each round adds a refusal of a step
     // whose pod was still to start, so there are at most as many rounds as steps.
@@ -207,18 +179,7 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
             &ctx.config.step_defaults,
             now,
         );
-        for pod_name in plan.stop.iter().filter(|p| stopped.insert(p.to_string())) {
-            write::delete(&pods_api, pod_name).await?;
-            info!(pod = %pod_name, "stopped a step pod past its timeout");
-        }
-        let mut starter = Starter {
-            ctx,
-            workflow,
-            pods_api: &pods_api,
-            uid: &uid,
-            created: &mut created,
-            targets_written: &mut targets_written,
-        };
+        starter.stop(&plan.stop).await?;
         match starter.start(&plan.create).await? {
             Some((step, refusal)) => {
                 observed.refused.insert(step, refusal);
@@ -244,19 +205,88 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         .map_or_else(Action::await_change, Action::requeue))
 }
 
-/// Starts step pods, remembering across the plan's rounds what it created.
+/// The status of a Workflow whose steps are not to be looked at in this reconcile: one that
+/// claims a group it was not made by (or was changed since), whose steps never run; one its
+/// group runs again (the status that says so first, the steps from the next reconcile, which
+/// this write triggers); and one finished before the conditions it now has existed.
+fn plan_without_steps(workflow: &Workflow, old: &WorkflowStatus) -> Option<plan::WorkflowPlan> {
+    if group_owner_uid(workflow).is_some() && !group_signed(workflow) {
+        return Some(plan::plan_not_made_by_group(workflow, Timestamp::now()));
+    }
+    if let Some(plan) = plan::plan_rerun(workflow, Timestamp::now()) {
+        return Some(plan);
+    }
+    old.phase
+        .is_some_and(|p| p.is_finished())
+        .then(|| plan_finished(workflow))
+}
+
+/// The Workflow's own signed pods: from the cache, and from the API server those the status
+/// says were started and the cache does not hold yet (it may lag behind our own writes), so
+/// that only a pod really gone counts as deleted.
+async fn step_pods(
+    ctx: &Context,
+    workflow: &Workflow,
+    old: &WorkflowStatus,
+    pods_api: &Api<Pod>,
+    uid: &str,
+) -> Result<Vec<Pod>> {
+    let ns = workflow.namespace().ok_or(Error::MissingNamespace)?;
+    let mut pods: Vec<Pod> = cached_pods(ctx, workflow, &ns, uid);
+    for missing in unseen_pods(old, &pods) {
+        if let Some(mut pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
+            pod::keep_pod_evidence(&mut pod, &ctx.provenance);
+            if write::controlled_by(&pod, uid) && pod::signed(&pod) {
+                pods.push(pod);
+            }
+        }
+    }
+    Ok(pods)
+}
+
+/// The approvals given for the Workflow's steps, each counted only if its giver is trusted
+/// (with a note saying why not).
+async fn observe_approvals(ctx: &Context, workflow: &Workflow, observed: &mut Observed) {
+    let approvals = ctx.approvals.of_workflow(workflow);
+    if approvals.is_empty() {
+        return;
+    }
+    let trust = ctx.approvals.trust().await;
+    for (step, given) in approvals {
+        let (counted, note) = crate::approvals::judge::trusted(given, &trust);
+        if let Some(note) = note {
+            observed.approval_notes.insert(step.clone(), note);
+        }
+        observed.approvals.insert(step, counted);
+    }
+}
+
+/// Starts and stops step pods, remembering across the plan's rounds what it did.
 struct Starter<'a> {
     ctx: &'a Context,
     workflow: &'a Workflow,
     pods_api: &'a Api<Pod>,
     uid: &'a str,
     /// The pods created so far.
-    created: &'a mut BTreeSet<String>,
+    created: BTreeSet<String>,
+    /// The pods deleted so far.
+    stopped: BTreeSet<String>,
     /// Whether the ConfigMap with the Workflow's targets exists.
-    targets_written: &'a mut bool,
+    targets_written: bool,
 }
 
 impl Starter<'_> {
+    /// Deletes the pods of `stop` not deleted yet: steps past their timeout.
+    async fn stop(&mut self, stop: &[String]) -> Result<()> {
+        for pod_name in stop {
+            if self.stopped.insert(pod_name.clone()) {
+                write::delete(self.pods_api, pod_name).await?;
+                info!(pod = %pod_name, "stopped a step pod past its timeout");
+            }
+        }
+        Ok(())
+    }
+
     /// Creates the pods of `starts` not created yet, in order (the first after the targets'
     /// ConfigMap it mounts), until the API server refuses one: that step and its refusal are
     /// returned.
@@ -266,7 +296,7 @@ impl Starter<'_> {
             if self.created.contains(&name) {
                 continue;
             }
-            let created = if *self.targets_written {
+            let created = if self.targets_written {
                 Ok(())
             } else {
                 self.write_targets().await
@@ -326,7 +356,7 @@ impl Starter<'_> {
             pod::targets_config_map_fits(existing, self.workflow)
         })
         .await?;
-        *self.targets_written = true;
+        self.targets_written = true;
         Ok(())
     }
 }
