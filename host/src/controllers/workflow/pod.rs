@@ -23,7 +23,7 @@ use kube::{Resource, ResourceExt};
 use super::step::Attempt;
 use crate::api::{
     LABEL_ATTEMPT, LABEL_GROUP_NAME, LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW_NAME,
-    LABEL_WORKFLOW_TYPE, LABEL_WORKFLOW_UID, Step, Target, Workflow, run_of,
+    LABEL_WORKFLOW_TYPE, LABEL_WORKFLOW_UID, Step, StepPodTemplate, Target, Workflow, run_of,
 };
 use crate::controllers::context::StepDefaults;
 use crate::names::{pod_name, targets_config_map_name};
@@ -203,8 +203,66 @@ fn targets_json(targets: &[Target]) -> String {
 /// it what real work needs (service account, Secrets, placement, resources); without a
 /// security context of its own it passes the `restricted` Pod Security Standard.
 pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &StepDefaults) -> Pod {
-    let labels = pod_labels(workflow, &step.name, attempt);
     let template = workflow.spec.pod_template.clone().unwrap_or_default();
+    let env = step_env(workflow, step, attempt, &template);
+    let (volumes, mounts) = step_volumes(workflow, step, &template, defaults);
+    Pod {
+        metadata: ObjectMeta {
+            name: Some(pod_name(workflow, &step.name, attempt)),
+            namespace: workflow.namespace(),
+            labels: Some(pod_labels(workflow, &step.name, attempt)),
+            owner_references: workflow.controller_owner_ref(&()).map(|r| vec![r]),
+            ..ObjectMeta::default()
+        },
+        spec: Some(PodSpec {
+            restart_policy: Some("Never".into()),
+            // A service account's token only where the template asks for one.
+            automount_service_account_token: Some(template.service_account_name.is_some()),
+            service_account_name: template.service_account_name,
+            active_deadline_seconds: step.timeout_seconds.map(i64::from),
+            node_selector: (!template.node_selector.is_empty()).then_some(template.node_selector),
+            affinity: template.affinity,
+            tolerations: (!template.tolerations.is_empty()).then_some(template.tolerations),
+            image_pull_secrets: (!template.image_pull_secrets.is_empty())
+                .then_some(template.image_pull_secrets),
+            priority_class_name: template.priority_class_name,
+            security_context: Some(
+                template
+                    .security_context
+                    .unwrap_or_else(restricted_pod_security),
+            ),
+            volumes: Some(volumes),
+            containers: vec![Container {
+                name: CONTAINER.into(),
+                image: Some(step.image.clone().unwrap_or_else(|| defaults.image.clone())),
+                command: Some(vec!["/bin/sh".into(), "-c".into(), step.command.clone()]),
+                env: Some(env),
+                env_from: (!template.env_from.is_empty()).then_some(template.env_from),
+                volume_mounts: Some(mounts),
+                resources: template.resources,
+                security_context: Some(
+                    template
+                        .container_security_context
+                        .unwrap_or_else(restricted_container_security),
+                ),
+                termination_message_policy: Some("FallbackToLogsOnError".into()),
+                ..Container::default()
+            }],
+            ..PodSpec::default()
+        }),
+        status: None,
+    }
+}
+
+/// The step container's environment: the operator's variables (the Workflow, the step, the
+/// attempt, the targets), then the template's and the step's, which cannot change the
+/// operator's.
+fn step_env(
+    workflow: &Workflow,
+    step: &Step,
+    attempt: u32,
+    template: &StepPodTemplate,
+) -> Vec<EnvVar> {
     let targets = &workflow.spec.targets;
     let json = targets_json(targets);
     let join = |f: fn(&Target) -> &str| targets.iter().map(f).collect::<Vec<_>>().join(" ");
@@ -254,6 +312,18 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &Step
         .collect();
     env.extend(theirs);
 
+    env
+}
+
+/// The pod's volumes and the container's mounts: the targets' ConfigMap, the template's, and
+/// the fleet's SSH key for a step that logs in through the runner (unless the template mounts
+/// something there already).
+fn step_volumes(
+    workflow: &Workflow,
+    step: &Step,
+    template: &StepPodTemplate,
+    defaults: &StepDefaults,
+) -> (Vec<Volume>, Vec<VolumeMount>) {
     let mut volumes = vec![Volume {
         name: TARGETS_VOLUME.into(),
         config_map: Some(ConfigMapVolumeSource {
@@ -313,53 +383,7 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &Step
             ..VolumeMount::default()
         });
     }
-
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(pod_name(workflow, &step.name, attempt)),
-            namespace: workflow.namespace(),
-            labels: Some(labels),
-            owner_references: workflow.controller_owner_ref(&()).map(|r| vec![r]),
-            ..ObjectMeta::default()
-        },
-        spec: Some(PodSpec {
-            restart_policy: Some("Never".into()),
-            // A service account's token only where the template asks for one.
-            automount_service_account_token: Some(template.service_account_name.is_some()),
-            service_account_name: template.service_account_name,
-            active_deadline_seconds: step.timeout_seconds.map(i64::from),
-            node_selector: (!template.node_selector.is_empty()).then_some(template.node_selector),
-            affinity: template.affinity,
-            tolerations: (!template.tolerations.is_empty()).then_some(template.tolerations),
-            image_pull_secrets: (!template.image_pull_secrets.is_empty())
-                .then_some(template.image_pull_secrets),
-            priority_class_name: template.priority_class_name,
-            security_context: Some(
-                template
-                    .security_context
-                    .unwrap_or_else(restricted_pod_security),
-            ),
-            volumes: Some(volumes),
-            containers: vec![Container {
-                name: CONTAINER.into(),
-                image: Some(step.image.clone().unwrap_or_else(|| defaults.image.clone())),
-                command: Some(vec!["/bin/sh".into(), "-c".into(), step.command.clone()]),
-                env: Some(env),
-                env_from: (!template.env_from.is_empty()).then_some(template.env_from),
-                volume_mounts: Some(mounts),
-                resources: template.resources,
-                security_context: Some(
-                    template
-                        .container_security_context
-                        .unwrap_or_else(restricted_container_security),
-                ),
-                termination_message_policy: Some("FallbackToLogsOnError".into()),
-                ..Container::default()
-            }],
-            ..PodSpec::default()
-        }),
-        status: None,
-    }
+    (volumes, mounts)
 }
 
 /// The runner's command: a step whose command is this alone runs `workflow-runner`.
