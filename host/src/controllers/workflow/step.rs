@@ -255,30 +255,7 @@ pub fn apply_move(
         detail.attempts = attempt.number;
         detail.pod = Some(attempt.pod.clone());
     }
-    // Where a step that waits stays: Running once an attempt started.
-    let started = if latest.is_some() {
-        Phase::Running
-    } else {
-        Phase::Pending
-    };
     let phase = match step_move {
-        // (Resolved by the plan before it comes here.)
-        StepMove::Wait | StepMove::NeedsApproval(_) => Phase::Pending,
-        StepMove::AwaitingApproval(message, deadline) => {
-            if let Some(t) = deadline {
-                effects.wake_at = Some(effects.wake_at.map_or(t, |d| d.min(t)));
-            }
-            detail.message = Some(message.clone());
-            effects.approval = Some(message);
-            Phase::Pending
-        }
-        StepMove::Scheduled(t) => {
-            effects.scheduled = Some(t);
-            effects.wake_at = Some(effects.wake_at.map_or(t, |d| d.min(t)));
-            detail.not_before = Timestamp::from_second(t).ok().map(Time);
-            detail.message = Some(format!("waiting for its schedule ({})", fmt_time(t)));
-            Phase::Pending
-        }
         StepMove::Start => {
             effects.start = Some(1);
             effects.ready_since = deps_completed_at;
@@ -301,10 +278,6 @@ pub fn apply_move(
             retry(view, &mut detail, &mut effects, pod_name, &why);
             Phase::Running
         }
-        StepMove::RetryHeld(why) => {
-            detail.message = Some(format!("retry pending: {why}"));
-            Phase::Pending
-        }
         StepMove::Failed(message) => {
             detail.message = Some(message.clone());
             detail.targets = reported_targets(latest);
@@ -314,6 +287,49 @@ pub fn apply_move(
             }
             effects.failure = Some(message);
             Phase::Failed
+        }
+        waiting => apply_wait(waiting, latest.is_some(), &mut detail, &mut effects),
+    };
+    StepDecision {
+        phase,
+        detail,
+        effects,
+    }
+}
+
+/// What a step that waits shows: why, and when to look again. It stays Pending, or Running
+/// once an attempt `started`, while its plugin does not answer, its pod is refused or its
+/// group takes its locks back.
+fn apply_wait(
+    waiting: StepMove,
+    started: bool,
+    detail: &mut StepDetail,
+    effects: &mut StepEffects,
+) -> Phase {
+    let started = if started {
+        Phase::Running
+    } else {
+        Phase::Pending
+    };
+    match waiting {
+        StepMove::AwaitingApproval(message, deadline) => {
+            if let Some(t) = deadline {
+                effects.wake_at = Some(effects.wake_at.map_or(t, |d| d.min(t)));
+            }
+            detail.message = Some(message.clone());
+            effects.approval = Some(message);
+            Phase::Pending
+        }
+        StepMove::Scheduled(t) => {
+            effects.scheduled = Some(t);
+            effects.wake_at = Some(effects.wake_at.map_or(t, |d| d.min(t)));
+            detail.not_before = Timestamp::from_second(t).ok().map(Time);
+            detail.message = Some(format!("waiting for its schedule ({})", fmt_time(t)));
+            Phase::Pending
+        }
+        StepMove::RetryHeld(why) => {
+            detail.message = Some(format!("retry pending: {why}"));
+            Phase::Pending
         }
         StepMove::Unanswered(error) => {
             detail.message = Some(format!("waiting for its plugin: {error}"));
@@ -331,11 +347,14 @@ pub fn apply_move(
             effects.awaiting_locks = true;
             started
         }
-    };
-    StepDecision {
-        phase,
-        detail,
-        effects,
+        // (Resolved by the plan before it comes here; the others are not waits.)
+        StepMove::Wait
+        | StepMove::NeedsApproval(_)
+        | StepMove::Start
+        | StepMove::Running
+        | StepMove::Completed(_)
+        | StepMove::Retry(_)
+        | StepMove::Failed(_) => Phase::Pending,
     }
 }
 
