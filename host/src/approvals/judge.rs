@@ -309,21 +309,7 @@ pub fn judge(
     let deadline = request
         .timeout_seconds
         .map(|s| since.saturating_add(i64::from(s)));
-    let at = |t: i64| Timestamp::from_second(t).map(Time).ok();
-    let mut record = StepApproval {
-        reason: request.reason.clone(),
-        approvers: request.approvers.clone(),
-        required: request.count.max(1),
-        approved_by: Vec::new(),
-        since: at(since).unwrap_or(Time(Timestamp::UNIX_EPOCH)),
-        deadline: deadline.and_then(at),
-        on_timeout: match request.on_timeout {
-            ApprovalTimeout::Fail => "Fail".into(),
-            ApprovalTimeout::Start => "Start".into(),
-        },
-        digest: asked.digest.to_string(),
-        content: asked.content.to_string(),
-    };
+    let mut record = record(request, asked, since, deadline);
     let (given, other): (Vec<Given>, Vec<Given>) = given
         .iter()
         .cloned()
@@ -361,15 +347,61 @@ pub fn judge(
             ApprovalTimeout::Start => Judged::Start(record),
         };
     }
+    let mut message = waiting(step, request, asked, (have, record.required), deadline);
+    if !ignored.is_empty() {
+        message.push_str(&format!(
+            "; not an approver, ignored: {}",
+            names(ignored.into_iter())
+        ));
+    }
+    if !other.is_empty() {
+        message.push_str(&format!(
+            "; not counted, given for other content, another Workflow of this name or before the step asked: {}",
+            names(other.iter())
+        ));
+    }
+    Judged::Waiting(record, message, deadline)
+}
+
+/// The step's approval as its status records it, with no approver counted yet.
+fn record(
+    request: &ApprovalRequest,
+    asked: Asked<'_>,
+    since: i64,
+    deadline: Option<i64>,
+) -> StepApproval {
+    let at = |t: i64| Timestamp::from_second(t).map(Time).ok();
+    StepApproval {
+        reason: request.reason.clone(),
+        approvers: request.approvers.clone(),
+        required: request.count.max(1),
+        approved_by: Vec::new(),
+        since: at(since).unwrap_or(Time(Timestamp::UNIX_EPOCH)),
+        deadline: deadline.and_then(at),
+        on_timeout: match request.on_timeout {
+            ApprovalTimeout::Fail => "Fail".into(),
+            ApprovalTimeout::Start => "Start".into(),
+        },
+        digest: asked.digest.to_string(),
+        content: asked.content.to_string(),
+    }
+}
+
+/// What a step waiting for approval says: how many of how many, by whom, why, until when,
+/// and what it runs.
+fn waiting(
+    step: &str,
+    request: &ApprovalRequest,
+    asked: Asked<'_>,
+    (have, required): (u32, u32),
+    deadline: Option<i64>,
+) -> String {
     let who = if request.approvers.is_empty() {
         "anyone allowed to create Approvals".to_string()
     } else {
         request.approvers.join(", ")
     };
-    let mut message = format!(
-        "step {step} waits for approval ({have} of {}, by {who})",
-        record.required
-    );
+    let mut message = format!("step {step} waits for approval ({have} of {required}, by {who})");
     if !request.reason.is_empty() {
         message.push_str(&format!(": {}", request.reason));
     }
@@ -387,19 +419,7 @@ pub fn judge(
             short(asked.digest)
         ));
     }
-    if !ignored.is_empty() {
-        message.push_str(&format!(
-            "; not an approver, ignored: {}",
-            names(ignored.into_iter())
-        ));
-    }
-    if !other.is_empty() {
-        message.push_str(&format!(
-            "; not counted, given for other content, another Workflow of this name or before the step asked: {}",
-            names(other.iter())
-        ));
-    }
-    Judged::Waiting(record, message, deadline)
+    message
 }
 
 #[cfg(test)]
