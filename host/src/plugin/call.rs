@@ -13,6 +13,7 @@ use workflow_model::text::{self, Marker};
 use super::bindings::exports::workflow::plugin::workflow_type as wit;
 use super::bindings::v0_1::workflow::plugin::types as v0_1;
 use super::bindings::v0_2::workflow::plugin::types as v0_2;
+use super::config::RuntimeConfig;
 use super::contract::{Contract, Exports};
 use super::driver;
 use super::engine::{deadline_ticks, limits, memory_limit};
@@ -320,32 +321,55 @@ where
         .await
     });
     store.data().finish_logs();
-    let plugin = label.to_string();
-    let timeout = || PluginError::Timeout {
-        plugin: label.to_string(),
+    let failed = Failed {
+        plugin: label,
         call,
-        limit: cfg.call_timeout,
+        config: cfg,
+        store: &store,
     };
-    let Some(result) = outcome else {
-        return Err(timeout());
-    };
-    let memory_exhausted = store.data().limiter.memory_exhausted;
-    result.map_err(|(error, instantiating)| {
-        if memory_exhausted {
+    match outcome {
+        None => Err(failed.timeout()),
+        Some(result) => result.map_err(|(error, instantiating)| failed.why(&error, instantiating)),
+    }
+}
+
+/// A call that did not return, and what its store saw: read into the [`PluginError`] that
+/// says why.
+struct Failed<'a> {
+    plugin: &'a str,
+    call: &'static str,
+    config: &'a RuntimeConfig,
+    store: &'a Store<CallState>,
+}
+
+impl Failed<'_> {
+    fn timeout(&self) -> PluginError {
+        PluginError::Timeout {
+            plugin: self.plugin.to_string(),
+            call: self.call,
+            limit: self.config.call_timeout,
+        }
+    }
+
+    /// Why the call failed with `error`: memory exhausted, out of time, a trap (with the
+    /// plugin's last output), or an instance that could not be made.
+    fn why(&self, error: &wasmtime::Error, instantiating: bool) -> PluginError {
+        let (plugin, call) = (self.plugin.to_string(), self.call);
+        if self.store.data().limiter.memory_exhausted {
             return PluginError::MemoryExhausted {
                 plugin,
                 call,
-                limit_bytes: cfg.memory_limit_bytes,
+                limit_bytes: self.config.memory_limit_bytes,
             };
         }
         match error.downcast_ref::<Trap>() {
-            Some(Trap::Interrupt) => timeout(),
+            Some(Trap::Interrupt) => self.timeout(),
             Some(trap) => {
                 let mut message = trap.to_string();
                 if *trap == Trap::StackOverflow {
                     message.push_str(" (too deep recursion?)");
                 }
-                if let Some(line) = store.data().last_output(1024) {
+                if let Some(line) = self.store.data().last_output(1024) {
                     message = format!("{message}; its last output: {line}");
                 }
                 PluginError::Trap {
@@ -357,13 +381,13 @@ where
             None if instantiating => PluginError::Instantiate {
                 plugin,
                 call,
-                reason: error_line(&error),
+                reason: error_line(error),
             },
             None => PluginError::Trap {
                 plugin,
                 call,
-                message: error_line(&error),
+                message: error_line(error),
             },
         }
-    })
+    }
 }
