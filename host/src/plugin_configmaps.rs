@@ -48,9 +48,7 @@ pub async fn watch(
     let recorder = Recorder::new(client, reporter);
     let config = watcher::Config::default().labels(&source.selector);
     let mut events = watcher(api, config).default_backoff().boxed();
-    let mut listing: BTreeMap<String, ConfigMap> = BTreeMap::new();
-    let mut current: BTreeMap<String, ConfigMap> = BTreeMap::new();
-    let mut synced = false;
+    let mut seen = Seen::default();
     let mut loaded = Some(loaded);
     let mut reported: Vec<LoadProblem> = Vec::new();
     info!(namespace = %source.namespace, selector = %source.selector, "watching plugin ConfigMaps");
@@ -62,30 +60,10 @@ pub async fn watch(
                 continue;
             }
         };
-        match event {
-            // A re-list starts: nothing changed until it is done.
-            watcher::Event::Init => {
-                listing.clear();
-                continue;
-            }
-            watcher::Event::InitApply(cm) => {
-                listing.insert(cm.name_any(), cm);
-                continue;
-            }
-            watcher::Event::InitDone => {
-                current = std::mem::take(&mut listing);
-                synced = true;
-            }
-            watcher::Event::Apply(cm) => {
-                current.insert(cm.name_any(), cm);
-            }
-            watcher::Event::Delete(cm) => {
-                current.remove(&cm.name_any());
-            }
-        }
-        if !synced {
+        if !seen.saw(event) {
             continue;
         }
+        let current = &seen.current;
         let files = plugin_files(&source.namespace, current.values());
         let loader = registry.clone();
         let report = match tokio::task::spawn_blocking(move || {
@@ -111,11 +89,50 @@ pub async fn watch(
         warn_on_configmaps(
             &recorder,
             &source.namespace,
-            &current,
+            current,
             &report.problems,
             &mut reported,
         )
         .await;
+    }
+}
+
+/// The plugin ConfigMaps as the watch has shown them.
+#[derive(Default)]
+struct Seen {
+    /// What a re-list has shown so far.
+    listing: BTreeMap<String, ConfigMap>,
+    /// The ConfigMaps that are, by name, once a list has completed.
+    current: BTreeMap<String, ConfigMap>,
+    synced: bool,
+}
+
+impl Seen {
+    /// Takes in `event`; whether the plugins are to be loaded again from `current`: a list
+    /// has completed, and this event changed what is (a re-list changes nothing until it is
+    /// done).
+    fn saw(&mut self, event: watcher::Event<ConfigMap>) -> bool {
+        match event {
+            watcher::Event::Init => {
+                self.listing.clear();
+                return false;
+            }
+            watcher::Event::InitApply(cm) => {
+                self.listing.insert(cm.name_any(), cm);
+                return false;
+            }
+            watcher::Event::InitDone => {
+                self.current = std::mem::take(&mut self.listing);
+                self.synced = true;
+            }
+            watcher::Event::Apply(cm) => {
+                self.current.insert(cm.name_any(), cm);
+            }
+            watcher::Event::Delete(cm) => {
+                self.current.remove(&cm.name_any());
+            }
+        }
+        self.synced
     }
 }
 
@@ -213,6 +230,25 @@ async fn warn_on_configmaps(
 mod tests {
     use super::*;
     use k8s_openapi::ByteString;
+
+    #[test]
+    fn plugins_load_again_only_once_a_list_is_complete_and_a_relist_changes_nothing_until_done() {
+        let (a, b) = (configmap("a", &[], &[]), configmap("b", &[], &[]));
+        let mut seen = Seen::default();
+        assert!(!seen.saw(watcher::Event::Init));
+        assert!(!seen.saw(watcher::Event::InitApply(a.clone())));
+        assert!(seen.current.is_empty(), "a list in progress is not what is");
+        assert!(seen.saw(watcher::Event::InitDone));
+        assert_eq!(seen.current.keys().collect::<Vec<_>>(), ["a"]);
+        assert!(seen.saw(watcher::Event::Apply(b.clone())));
+        assert!(seen.saw(watcher::Event::Delete(a)));
+        assert_eq!(seen.current.keys().collect::<Vec<_>>(), ["b"]);
+        // A re-list that no longer shows `b` replaces what is only when it completes.
+        assert!(!seen.saw(watcher::Event::Init));
+        assert_eq!(seen.current.keys().collect::<Vec<_>>(), ["b"]);
+        assert!(seen.saw(watcher::Event::InitDone));
+        assert!(seen.current.is_empty());
+    }
 
     fn configmap(name: &str, binary: &[(&str, &[u8])], data: &[(&str, &str)]) -> ConfigMap {
         let mut cm = ConfigMap::default();
