@@ -45,26 +45,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     let old = group.status.clone().unwrap_or_default();
     let groups: Api<WorkflowGroup> = Api::namespaced(ctx.client.clone(), &ns);
     let workflows_api: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
-    let uid = group.uid().unwrap_or_default();
-
-    // From the watch cache: a Workflow created a moment ago may be missing yet, and creating
-    // it again finds it (its name is deterministic).
-    // Looked up by their deterministic names, not by scanning every Workflow in the cache.
-    let mut workflows: BTreeMap<String, ObservedWorkflow> = units(group)
-        .iter()
-        .filter_map(|unit| {
-            let name = wave_workflow_name(group, &unit.type_, unit.wave);
-            let w = ctx.workflows.get(&ObjectRef::new(&name).within(&ns))?;
-            // Only one it made, as it made it: a Workflow someone else made under its name (an
-            // ownerReference is a claim anyone can write) or changed since is not its own.
-            (write::controlled_by(&*w, &uid) && group_signed(&w))
-                .then(|| (unit.key(), ObservedWorkflow::of(&w)))
-        })
-        .collect();
-    if !old.phase.is_some_and(Phase::is_finished) {
-        recorded_but_missing(&old, &workflows_api, &uid, &mut workflows).await?;
-    }
-
+    let workflows = observed_workflows(ctx, group, &old, &workflows_api).await?;
     let now = Timestamp::now();
     let plugins = RegistryPlugins {
         registry: &ctx.registry,
@@ -98,15 +79,7 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
     }
     if plan.pause && !group.spec.paused {
         // Before the status that says so: a crash between the two pauses it again.
-        let patch = serde_json::json!({"spec": {"paused": true}});
-        groups
-            .patch(
-                &group.name_any(),
-                &PatchParams::default(),
-                &Patch::Merge(&patch),
-            )
-            .await
-            .map_err(Error::Kube)?;
+        pause(&groups, group).await?;
         info!("paused: the rollout's failure budget is exceeded");
     }
     let written =
@@ -130,6 +103,49 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         None if release_later => Ok(Action::requeue(Duration::from_secs(2))),
         None => Ok(Action::await_change()),
     }
+}
+
+/// The group's own Workflows, by unit: from the watch cache, looked up by their deterministic
+/// names (not by scanning every Workflow in the cache), and those the status records and the
+/// cache does not hold yet. A Workflow created a moment ago may be missing still: creating it
+/// again finds it.
+async fn observed_workflows(
+    ctx: &Context,
+    group: &WorkflowGroup,
+    old: &WorkflowGroupStatus,
+    workflows_api: &Api<Workflow>,
+) -> Result<BTreeMap<String, ObservedWorkflow>> {
+    let ns = group.namespace().ok_or(Error::MissingNamespace)?;
+    let uid = group.uid().unwrap_or_default();
+    let mut workflows: BTreeMap<String, ObservedWorkflow> = units(group)
+        .iter()
+        .filter_map(|unit| {
+            let name = wave_workflow_name(group, &unit.type_, unit.wave);
+            let w = ctx.workflows.get(&ObjectRef::new(&name).within(&ns))?;
+            // Only one it made, as it made it: a Workflow someone else made under its name (an
+            // ownerReference is a claim anyone can write) or changed since is not its own.
+            (write::controlled_by(&*w, &uid) && group_signed(&w))
+                .then(|| (unit.key(), ObservedWorkflow::of(&w)))
+        })
+        .collect();
+    if !old.phase.is_some_and(Phase::is_finished) {
+        recorded_but_missing(old, workflows_api, &uid, &mut workflows).await?;
+    }
+    Ok(workflows)
+}
+
+/// Sets the group's `spec.paused`.
+async fn pause(groups: &Api<WorkflowGroup>, group: &WorkflowGroup) -> Result<()> {
+    let patch = serde_json::json!({"spec": {"paused": true}});
+    groups
+        .patch(
+            &group.name_any(),
+            &PatchParams::default(),
+            &Patch::Merge(&patch),
+        )
+        .await
+        .map_err(Error::Kube)?;
+    Ok(())
 }
 
 /// Carries out the plan's create or re-run: the locks on its targets first, then the write.
