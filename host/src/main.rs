@@ -303,14 +303,7 @@ fn run(args: RunArgs) -> anyhow::Result<()> {
 async fn operate(args: RunArgs) -> anyhow::Result<()> {
     let mut prometheus = prometheus_client::registry::Registry::default();
     let registry = plugin_registry(&args, &mut prometheus)?;
-    let _watch = match &args.plugin_dir {
-        Some(dir) => {
-            let guard = registry.watch(dir)?;
-            info!(dir = %dir.display(), types = ?registry.types().len(), "loaded plugins from the directory");
-            Some(guard)
-        }
-        None => None,
-    };
+    let _watch = watch_plugin_dir(&args, &registry)?;
     let readiness = Readiness::default();
     let metrics = Arc::new(Metrics::register(&mut prometheus));
     let webhook_metrics = args
@@ -396,6 +389,19 @@ fn plugin_registry(
     Ok(PluginRegistry::new(
         Runtime::new(config)?.with_metrics(plugin_metrics),
     ))
+}
+
+/// Loads the plugins of `--plugin-dir` and follows its changes while the guard lives.
+fn watch_plugin_dir(
+    args: &RunArgs,
+    registry: &PluginRegistry,
+) -> anyhow::Result<Option<workflow_operator::plugin::WatchGuard>> {
+    let Some(dir) = &args.plugin_dir else {
+        return Ok(None);
+    };
+    let guard = registry.watch(dir)?;
+    info!(dir = %dir.display(), types = ?registry.types().len(), "loaded plugins from the directory");
+    Ok(Some(guard))
 }
 
 /// The API client: every request counted, and held to the flags' rate.

@@ -13,7 +13,7 @@ use super::metrics::Metrics;
 use super::written::WrittenStatus;
 use crate::api::{Workflow, WorkflowGroup};
 use crate::approvals::Approvals;
-use crate::locks::{LockConfig, Locks};
+use crate::locks::{LockCaches, LockConfig, Locks, Waiters};
 use crate::plugin::PluginRegistry;
 use crate::provenance::Provenance;
 
@@ -76,4 +76,53 @@ pub struct Context {
     pub written: WrittenStatus,
     /// The key the operator signs what it creates with, and checks what it finds by.
     pub provenance: Provenance,
+}
+
+/// What the controllers use beside the caches: the line of groups waiting for locks, the
+/// Approvals, and the operator's key.
+pub struct Rooms {
+    pub waiters: Arc<Waiters>,
+    pub approvals: Arc<Approvals>,
+    pub provenance: Provenance,
+}
+
+impl Context {
+    /// The handles of every reconcile: the settings, the metrics and the Events' reporter, and
+    /// the rooms, reading `caches`.
+    pub fn new(
+        client: Client,
+        registry: PluginRegistry,
+        (config, metrics, reporter): (OperatorConfig, Arc<Metrics>, Reporter),
+        caches: LockCaches,
+        rooms: Rooms,
+    ) -> Self {
+        let (workflows, pods, groups) = (
+            caches.workflows.clone(),
+            caches.pods.clone(),
+            caches.groups.clone(),
+        );
+        let locks = Locks::new(
+            client.clone(),
+            config.locks.clone(),
+            config.namespace.clone(),
+            caches,
+            rooms.waiters,
+        );
+        Context {
+            recorder: Recorder::new(client.clone(), reporter.clone()),
+            client,
+            registry,
+            reporter,
+            metrics,
+            config,
+            backoff: Backoff::default(),
+            workflows,
+            pods,
+            groups,
+            locks,
+            approvals: rooms.approvals,
+            written: WrittenStatus::default(),
+            provenance: rooms.provenance,
+        }
+    }
 }

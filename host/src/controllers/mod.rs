@@ -29,20 +29,20 @@ use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::{WatchStreamExt, reflector, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
-pub use context::{Context, OperatorConfig};
+pub use context::{Context, OperatorConfig, Rooms};
 pub use error::{Error, Result};
 pub use metrics::Metrics;
 
 use crate::api::{Approval, LABEL_WORKFLOW_UID, Workflow, WorkflowGroup};
 use crate::approvals::Approvals;
 use crate::http::Readiness;
-use crate::locks::{LockCaches, Locks, Waiters};
+use crate::locks::{LockCaches, Waiters};
 use crate::plugin::PluginRegistry;
 use crate::provenance::Provenance;
 
@@ -129,7 +129,7 @@ fn group_watch(
     lock_namespace: String,
 ) -> (
     reflector::Store<WorkflowGroup>,
-    impl futures::Stream<Item = Result<WorkflowGroup, watcher::Error>> + Send + 'static,
+    impl futures::Stream<Item = WatchItem<WorkflowGroup>> + Send + 'static,
 ) {
     let (store, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
@@ -208,7 +208,7 @@ fn pod_watch(
     provenance: &Provenance,
 ) -> (
     reflector::Store<Pod>,
-    impl futures::Stream<Item = Result<Pod, watcher::Error>> + Send + 'static,
+    impl futures::Stream<Item = WatchItem<Pod>> + Send + 'static,
 ) {
     let (store, writer) = reflector::store();
     let provenance = provenance.clone();
@@ -227,7 +227,7 @@ fn approval_watch(
     client: Client,
 ) -> (
     Arc<Approvals>,
-    impl futures::Stream<Item = Result<Approval, watcher::Error>> + Send + 'static,
+    impl futures::Stream<Item = WatchItem<Approval>> + Send + 'static,
 ) {
     let (store, writer) = reflector::store();
     let room = Arc::new(Approvals::new(client, store));
@@ -275,6 +275,93 @@ where
     }
 }
 
+/// What a controller's stream ends each reconcile with: its error, if any, logged.
+fn log_error<T, E: std::fmt::Display>(
+    controller: &'static str,
+) -> impl FnMut(std::result::Result<T, E>) -> futures::future::Ready<()> {
+    move |res| {
+        if let Err(error) = res {
+            warn!(%error, "{controller}");
+        }
+        futures::future::ready(())
+    }
+}
+
+/// What starts once the caches are complete: the sweeper of gone holders' locks (once the
+/// groups and Leases it judges by are), and readiness (once the controllers' caches are).
+fn once_synced(ctx: &Arc<Context>, caches: &LockCaches, readiness: Readiness) {
+    let sweeper = ctx.clone();
+    let (groups, leases) = (caches.groups.clone(), caches.leases.clone());
+    when_synced(vec![Box::new(groups), Box::new(leases)], async move {
+        sweeper.locks.sweep().await;
+    });
+    let synced: Vec<Box<dyn SyncedStore>> = vec![
+        Box::new(caches.groups.clone()),
+        Box::new(caches.workflows.clone()),
+        Box::new(caches.pods.clone()),
+    ];
+    when_synced(synced, async move {
+        info!("controller caches synced");
+        readiness.set_controllers_synced();
+    });
+}
+
+/// What a watch stream yields.
+type WatchItem<K> = std::result::Result<K, watcher::Error>;
+
+/// The group controller: a group is reconciled when it changes, when one of its Workflows
+/// does, when a lock it waits for is freed (`woken`), and when the plugins change.
+fn group_controller(
+    ctx: Arc<Context>,
+    registry: &PluginRegistry,
+    (store, groups): (
+        reflector::Store<WorkflowGroup>,
+        impl futures::Stream<Item = WatchItem<WorkflowGroup>> + Send + 'static,
+    ),
+    workflows: reflector::ReflectHandle<Workflow>,
+    woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<WorkflowGroup>>,
+) -> impl std::future::Future<Output = ()> {
+    let config = ControllerConfig::default().concurrency(ctx.config.concurrent_reconciles);
+    Controller::for_stream(groups, store)
+        .owns_shared_stream(workflows)
+        .reconcile_on(woken)
+        .reconcile_all_on(plugin_changes(registry))
+        .with_config(config)
+        .shutdown_on_signal()
+        .run(
+            workflowgroup::reconcile,
+            write::error_policy::<WorkflowGroup>,
+            ctx,
+        )
+        .for_each(log_error("workflowgroup controller"))
+}
+
+/// The Workflow controller: a Workflow is reconciled when it changes, when one of its pods
+/// does, when an Approval names it, and when the plugins change.
+fn workflow_controller(
+    ctx: Arc<Context>,
+    registry: &PluginRegistry,
+    (store, workflows): (
+        reflector::Store<Workflow>,
+        reflector::ReflectHandle<Workflow>,
+    ),
+    pods: impl futures::Stream<Item = WatchItem<Pod>> + Send + 'static,
+    approvals: impl futures::Stream<Item = WatchItem<Approval>> + Send + 'static,
+) -> impl std::future::Future<Output = ()> {
+    let config = ControllerConfig::default().concurrency(ctx.config.concurrent_reconciles);
+    Controller::for_shared_stream(workflows, store)
+        .owns_stream(pods)
+        .watches_stream(approvals, |approval: Approval| {
+            let ns = approval.namespace();
+            ns.map(|ns| ObjectRef::<Workflow>::new(&approval.spec.workflow).within(&ns))
+        })
+        .reconcile_all_on(plugin_changes(registry))
+        .with_config(config)
+        .shutdown_on_signal()
+        .run(workflow::reconcile, write::error_policy::<Workflow>, ctx)
+        .for_each(log_error("workflow controller"))
+}
+
 /// Runs both controllers until a shutdown signal. `readiness` learns when both controllers'
 /// caches have synced.
 pub async fn run(
@@ -309,88 +396,44 @@ pub async fn run(
     let workflow_store = workflows.store.clone();
     let (pod_store, pod_stream) = pod_watch(api_of(&client, watched), &provenance);
     let (approvals, approval_stream) = approval_watch(api_of(&client, watched), client.clone());
-    let locks = Locks::new(
-        client.clone(),
-        config.locks.clone(),
-        config.namespace.clone(),
-        LockCaches {
-            leases: lease_store.clone(),
-            groups: group_store.clone(),
-            workflows: workflow_store.clone(),
-            pods: pod_store.clone(),
-        },
-        lock_waiters,
-    );
-    let controller_config = ControllerConfig::default().concurrency(config.concurrent_reconciles);
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        registry: registry.clone(),
-        recorder: Recorder::new(client.clone(), reporter.clone()),
-        reporter,
-        metrics,
-        config,
-        backoff: error::Backoff::default(),
+    let caches = LockCaches {
+        leases: lease_store.clone(),
+        groups: group_store.clone(),
         workflows: workflow_store.clone(),
         pods: pod_store.clone(),
-        groups: group_store.clone(),
-        locks,
+    };
+    let rooms = Rooms {
+        waiters: lock_waiters,
         approvals,
-        written: written::WrittenStatus::default(),
         provenance,
-    });
-    // The sweeper of gone holders' locks starts once the caches it judges by are complete.
-    let sweeper = ctx.clone();
-    when_synced(
-        vec![Box::new(group_store.clone()), Box::new(lease_store)],
-        async move { sweeper.locks.sweep().await },
-    );
-    when_synced(
-        vec![
-            Box::new(group_store.clone()),
-            Box::new(workflow_store.clone()),
-            Box::new(pod_store),
-        ],
-        async move {
-            info!("controller caches synced");
-            readiness.set_controllers_synced();
-        },
-    );
-
+    };
+    let settings = (config, metrics, reporter);
+    let ctx = Arc::new(Context::new(
+        client,
+        registry.clone(),
+        settings,
+        caches.clone(),
+        rooms,
+    ));
+    once_synced(&ctx, &caches, readiness);
     let Some((workflow_events, group_triggers)) = workflows.subscribers else {
         warn!("the shared Workflow store has no subscribers; not starting the controllers");
         return;
     };
-    let group_controller = Controller::for_stream(group_stream, group_store)
-        .owns_shared_stream(group_triggers)
-        .reconcile_on(woken)
-        .reconcile_all_on(plugin_changes(&registry))
-        .with_config(controller_config.clone())
-        .shutdown_on_signal()
-        .run(
-            workflowgroup::reconcile,
-            write::error_policy::<WorkflowGroup>,
-            ctx.clone(),
-        )
-        .for_each(|res| async move {
-            if let Err(error) = res {
-                warn!(%error, "workflowgroup controller");
-            }
-        });
-    let workflow_controller = Controller::for_shared_stream(workflow_events, workflow_store)
-        .owns_stream(pod_stream)
-        .watches_stream(approval_stream, |approval: Approval| {
-            let ns = approval.namespace();
-            ns.map(|ns| ObjectRef::<Workflow>::new(&approval.spec.workflow).within(&ns))
-        })
-        .reconcile_all_on(plugin_changes(&registry))
-        .with_config(controller_config)
-        .shutdown_on_signal()
-        .run(workflow::reconcile, write::error_policy::<Workflow>, ctx)
-        .for_each(|res| async move {
-            if let Err(error) = res {
-                warn!(%error, "workflow controller");
-            }
-        });
+    let group_controller = group_controller(
+        ctx.clone(),
+        &registry,
+        (group_store, group_stream),
+        group_triggers,
+        woken,
+    );
+    let workflow_controller = workflow_controller(
+        ctx,
+        &registry,
+        (workflow_store, workflow_events),
+        pod_stream,
+        approval_stream,
+    );
     info!("controllers started");
     // The shared watch ends with the controllers (on shutdown they stop reading from it).
     tokio::select! {

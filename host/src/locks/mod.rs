@@ -116,6 +116,7 @@ pub struct Locks {
 }
 
 /// The watch caches the locks are judged by.
+#[derive(Clone)]
 pub struct LockCaches {
     pub leases: Store<Lease>,
     pub groups: Store<WorkflowGroup>,

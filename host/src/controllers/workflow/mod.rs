@@ -194,6 +194,12 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         ctx.metrics.workflow_finished(phase.as_str());
         info!(%phase, "workflow finished");
     }
+    next(plan)
+}
+
+/// What the controller does after `plan` was carried out: retries with back-off while its
+/// plugin does not answer or a pod is refused, looks again when it must, or waits for a change.
+fn next(plan: plan::WorkflowPlan) -> Result<Action> {
     if let Some(error) = plan.unavailable {
         return Err(Error::PluginUnavailable(error));
     }
