@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use workflow_model::text;
 
-use super::super::pod::build_pod;
+use crate::controllers::workflow::pod::build_pod;
 
 use super::{Decided, MIN_REQUEUE, StepPod, WorkflowPlan};
 use crate::api::{ConditionStatus, Phase, StepDetail, Workflow, WorkflowStatus, fmt_time};

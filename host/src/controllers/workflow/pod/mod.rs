@@ -7,30 +7,33 @@
 //! finished is a failed attempt with that reason, and a pod that is still unfinished when the
 //! step's timeout has passed (stuck unschedulable, pulling its image, or running) is a failed
 //! attempt and is deleted.
+//!
+//! This module builds the pod and what it mounts; [`evidence`] reads the attempt back from it.
 
 use std::collections::BTreeMap;
-use std::collections::btree_map::Entry;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, ContainerState,
-    ContainerStateTerminated, ContainerStatus, EnvVar, Pod, PodSecurityContext, PodSpec, PodStatus,
-    SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EnvVar, Pod, PodSecurityContext,
+    PodSpec, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
-use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
 
-use super::step::Attempt;
 use crate::api::{
     LABEL_ATTEMPT, LABEL_GROUP_NAME, LABEL_RUN, LABEL_STEP, LABEL_WORKFLOW_NAME,
     LABEL_WORKFLOW_TYPE, LABEL_WORKFLOW_UID, Step, StepPodTemplate, Target, Workflow, run_of,
 };
 use crate::controllers::context::StepDefaults;
 use crate::names::{pod_name, targets_config_map_name};
-use crate::plugin::StepOutcome;
-use crate::provenance::{self, Provenance};
 use sha2::{Digest, Sha256};
 use workflow_model::text;
+
+pub mod evidence;
+
+pub use self::evidence::{
+    ANNOTATION_OBSERVED_FINISHED, keep_pod_evidence, latest_attempts, observe_pod, pod_attempt,
+    pod_step, signed,
+};
 
 /// Name of the single container of a step's pod.
 pub const CONTAINER: &str = "step";
@@ -41,87 +44,6 @@ pub const SSH_DIR: &str = "/etc/workflow/ssh";
 pub const REMOTE_COMMAND_ENV: &str = "WORKFLOW_SSH_COMMAND";
 /// Name of the volume of the default SSH Secret.
 const SSH_VOLUME: &str = "workflow-ssh";
-
-/// Annotation the operator puts on its cached copy of a step pod (never on the pod itself):
-/// when its watch delivered the pod finished. The start of the next step is timed from it.
-pub const ANNOTATION_OBSERVED_FINISHED: &str = "workflow.rxg456.cn/observed-finished";
-
-/// Whether the cached `pod` is one the operator made ([`keep_pod_evidence`] found its
-/// signature): one without it was made by someone else, whatever its ownerReferences claim.
-pub fn signed(pod: &Pod) -> bool {
-    provenance::verified(&pod.metadata)
-}
-
-/// Prepares a step pod for the cache: keeps only what the Workflow controller reads (its
-/// name, controller, step and attempt labels, times, phase, the step container's state and an
-/// unschedulable condition), notes when a finished pod was first seen, and whether the
-/// operator made it (`provenance` verifies its signature, which the spec it drops is needed
-/// for). The rest (its spec, with the command and every target, the group's labels, IPs,
-/// images, other conditions) is ours or the kubelet's, and thousands of cached pods would hold
-/// it all.
-pub fn keep_pod_evidence(pod: &mut Pod, provenance: &Provenance) {
-    let workflow_uid = pod
-        .labels()
-        .get(LABEL_WORKFLOW_UID)
-        .cloned()
-        .unwrap_or_default();
-    let ours = provenance.pod_is_ours(pod, &workflow_uid);
-    let meta = std::mem::take(&mut pod.metadata);
-    let finished = matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    );
-    let mut labels = meta.labels.unwrap_or_default();
-    labels.retain(|k, _| k == LABEL_STEP || k == LABEL_ATTEMPT);
-    pod.metadata = ObjectMeta {
-        name: meta.name,
-        namespace: meta.namespace,
-        uid: meta.uid,
-        resource_version: meta.resource_version,
-        creation_timestamp: meta.creation_timestamp,
-        deletion_timestamp: meta.deletion_timestamp,
-        owner_references: meta.owner_references.map(|refs| {
-            refs.into_iter()
-                .filter(|r| r.controller == Some(true))
-                .collect()
-        }),
-        labels: Some(labels),
-        annotations: Some(
-            [
-                finished.then(|| (ANNOTATION_OBSERVED_FINISHED, Timestamp::now().to_string())),
-                ours.then(|| (provenance::VERIFIED, "true".to_string())),
-            ]
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-        )
-        .filter(|a: &BTreeMap<String, String>| !a.is_empty()),
-        ..ObjectMeta::default()
-    };
-    pod.spec = None;
-    pod.status = pod.status.take().map(|status| PodStatus {
-        phase: status.phase,
-        reason: status.reason,
-        message: status.message,
-        conditions: status.conditions.map(|cs| {
-            cs.into_iter()
-                .filter(|c| c.type_ == "PodScheduled" && c.status == "False")
-                .collect()
-        }),
-        container_statuses: status.container_statuses.map(|cs| {
-            cs.into_iter()
-                .filter(|c| c.name == CONTAINER)
-                .map(|c| ContainerStatus {
-                    name: c.name,
-                    state: c.state,
-                    ..ContainerStatus::default()
-                })
-                .collect()
-        }),
-        ..PodStatus::default()
-    });
-}
 
 /// The labels every pod of `workflow` carries: the Workflow's own labels (so a group's labels
 /// reach its pods, as Tekton propagates them), then ours.
@@ -507,188 +429,19 @@ fn env_var(name: &str, value: &str) -> EnvVar {
     }
 }
 
-/// The attempt a pod runs, from its label.
-pub fn pod_attempt(pod: &Pod) -> Option<u32> {
-    pod.labels().get(LABEL_ATTEMPT)?.parse().ok()
-}
-
-/// The step a pod runs, from its label.
-pub fn pod_step(pod: &Pod) -> Option<&str> {
-    pod.labels().get(LABEL_STEP).map(String::as_str)
-}
-
-/// The latest attempt of each step of `workflow`, from its pods, at `now`.
-pub fn latest_attempts(
-    workflow: &Workflow,
-    pods: &[Pod],
-    now: Timestamp,
-) -> BTreeMap<String, Attempt> {
-    let mut latest: BTreeMap<String, (u32, &Pod)> = BTreeMap::new();
-    for pod in pods {
-        let (Some(step), Some(attempt)) = (pod_step(pod), pod_attempt(pod)) else {
-            continue;
-        };
-        match latest.entry(step.to_string()) {
-            Entry::Vacant(e) => {
-                e.insert((attempt, pod));
-            }
-            Entry::Occupied(mut e) if e.get().0 < attempt => {
-                e.insert((attempt, pod));
-            }
-            Entry::Occupied(_) => {}
-        }
-    }
-    latest
-        .into_iter()
-        .map(|(step, (number, pod))| {
-            let timeout = workflow
-                .spec
-                .steps
-                .iter()
-                .find(|s| s.name == step)
-                .and_then(|s| s.timeout_seconds);
-            (step, observe_pod(pod, number, timeout, now))
-        })
-        .collect()
-}
-
-/// What one pod says about its attempt at `now`: its evidence once finished; while it runs,
-/// its deadline and the evidence it gives should it still run then. Whether the deadline has
-/// passed is the plan's decision ([`Attempt::at`]).
-pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp) -> Attempt {
-    let status = pod.status.as_ref();
-    let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
-    let deadline = timeout
-        .zip(created)
-        .map(|(secs, created)| created.as_second() + i64::from(secs));
-    let observed = pod
-        .annotations()
-        .get(ANNOTATION_OBSERVED_FINISHED)
-        .and_then(|t| t.parse::<Timestamp>().ok());
-    let finished = |succeeded: bool, message: String| {
-        let terminated = terminated(status);
-        let mut message = terminated
-            .and_then(|t| t.message.clone())
-            .filter(|m| !m.trim().is_empty())
-            .unwrap_or(message);
-        message.truncate(message.trim_end().len());
-        StepOutcome {
-            succeeded,
-            exit_code: terminated.map(|t| t.exit_code),
-            // A step that acts on the targets reports per target (`workflow-runner`).
-            targets: workflow_model::TargetReport::parse(&message),
-            message,
-            attempt: number,
-            duration_ms: duration_ms(status, created, now),
-        }
-    };
-    let attempt = |outcome: Option<StepOutcome>| {
-        let at_deadline = match (&outcome, timeout) {
-            (None, Some(secs)) => {
-                let message = match status.and_then(waiting_reason) {
-                    Some(why) => format!("DeadlineExceeded: not finished within {secs}s ({why})"),
-                    None => format!("DeadlineExceeded: not finished within {secs}s"),
-                };
-                Some(finished(false, message))
-            }
-            _ => None,
-        };
-        Attempt {
-            number,
-            pod: pod.name_any(),
-            observed: outcome.as_ref().and(observed),
-            created,
-            deadline,
-            at_deadline,
-            outcome,
-        }
-    };
-    match status.and_then(|s| s.phase.as_deref()) {
-        Some("Succeeded") => return attempt(Some(finished(true, String::new()))),
-        Some("Failed") => {
-            // No container evidence (a deadline, an eviction): the pod's own reason.
-            let why = status
-                .map(|s| reason_and_message(s.reason.as_deref(), s.message.as_deref()))
-                .unwrap_or_default();
-            return attempt(Some(finished(false, why)));
-        }
-        _ => {}
-    }
-    if pod.metadata.deletion_timestamp.is_some() {
-        let message = "its pod was deleted before it finished".to_string();
-        return attempt(Some(finished(false, message)));
-    }
-    attempt(None)
-}
-
-/// The state of the step's container, once the kubelet reports it.
-fn container_state(status: &PodStatus) -> Option<&ContainerState> {
-    status
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == CONTAINER)?
-        .state
-        .as_ref()
-}
-
-fn terminated(status: Option<&PodStatus>) -> Option<&ContainerStateTerminated> {
-    container_state(status?)?.terminated.as_ref()
-}
-
-/// Why a pod that has not started its container is still waiting: unschedulable, or its
-/// image cannot be pulled.
-fn waiting_reason(status: &PodStatus) -> Option<String> {
-    let unschedulable = status.conditions.as_ref().and_then(|cs| {
-        cs.iter()
-            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-            .map(|c| reason_and_message(c.reason.as_deref(), c.message.as_deref()))
-    });
-    let waiting = || {
-        container_state(status)?
-            .waiting
-            .as_ref()
-            .map(|w| reason_and_message(w.reason.as_deref(), w.message.as_deref()))
-    };
-    unschedulable.or_else(waiting).filter(|s| !s.is_empty())
-}
-
-fn reason_and_message(reason: Option<&str>, message: Option<&str>) -> String {
-    match (reason.unwrap_or(""), message.unwrap_or("")) {
-        (r, "") => r.to_string(),
-        ("", m) => m.to_string(),
-        (r, m) => format!("{r}: {m}"),
-    }
-}
-
-/// How long the container ran, from its own times when it has them.
-fn duration_ms(status: Option<&PodStatus>, created: Option<Timestamp>, now: Timestamp) -> u64 {
-    let terminated = terminated(status);
-    let start = terminated
-        .and_then(|t| t.started_at.as_ref())
-        .map(|t| t.0)
-        .or(created);
-    let end = terminated
-        .and_then(|t| t.finished_at.as_ref())
-        .map(|t| t.0)
-        .unwrap_or(now);
-    start
-        .map(|start| {
-            (end.as_millisecond() - start.as_millisecond())
-                .max(0)
-                .unsigned_abs()
-        })
-        .unwrap_or(0)
-}
-
 #[cfg(test)]
 mod tests {
-    use k8s_openapi::api::core::v1::{ContainerStateWaiting, PodCondition};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+        PodCondition, PodStatus,
+    };
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use k8s_openapi::jiff::Timestamp;
 
     use super::*;
     use crate::api::WorkflowSpec;
     use crate::controllers::write;
+    use crate::provenance::Provenance;
 
     fn workflow() -> Workflow {
         let mut wf = Workflow::new(
