@@ -173,7 +173,9 @@ pub fn renew(
         data.insert(CA_KEY.into(), key.serialize_pem().into_bytes());
         bundle.insert(0, cert.der().to_vec());
     }
-    bundle.retain(|der| info(der).is_ok_and(|c| !renewal.drop_from_bundle.contains(&c.serial)));
+    bundle.retain(|der| {
+        info(der, CA_BUNDLE).is_ok_and(|c| !renewal.drop_from_bundle.contains(&c.serial))
+    });
     // A bundle written by hand (or lost) still starts with the current CA.
     if let Some(ca) = data
         .get(CA_CRT)
@@ -186,17 +188,8 @@ pub fn renew(
     if renewal.new_serving {
         let ca_pem = text_of(&data, CA_CRT)?;
         let ca_key = KeyPair::from_pem(&text_of(&data, CA_KEY)?)?;
-        let ca_not_after = info(
-            &pem_certs(ca_pem.as_bytes())
-                .into_iter()
-                .next()
-                .unwrap_or_default(),
-        )
-        .map(|c| c.not_after)
-        .map_err(|reason| CertError::Unreadable {
-            key: CA_CRT,
-            reason,
-        })?;
+        let ca_der = pem_certs(ca_pem.as_bytes()).into_iter().next();
+        let ca_not_after = info(&ca_der.unwrap_or_default(), CA_CRT)?.not_after;
         let issuer = Issuer::from_ca_cert_pem(&ca_pem, ca_key)?;
         let key = KeyPair::generate()?;
         let params = serving_params(names, lifetimes.serving, now, ca_not_after, &key)?;
@@ -235,15 +228,15 @@ pub fn read(data: &BTreeMap<String, Vec<u8>>) -> Stored {
         _ => false,
     };
     Stored {
-        ca: ca_der.as_deref().and_then(|d| info(d).ok()),
-        serving: serving_der.as_deref().and_then(|d| info(d).ok()),
+        ca: ca_der.as_deref().and_then(|d| info(d, CA_CRT).ok()),
+        serving: serving_der.as_deref().and_then(|d| info(d, TLS_CRT).ok()),
         serving_signed_by_ca,
         bundle: data
             .get(CA_BUNDLE)
             .map(|pem| pem_certs(pem))
             .unwrap_or_default()
             .iter()
-            .filter_map(|d| info(d).ok())
+            .filter_map(|d| info(d, CA_BUNDLE).ok())
             .collect(),
     }
 }
@@ -265,12 +258,16 @@ fn pem_encode(ders: &[Vec<u8>]) -> String {
         .collect()
 }
 
-/// What [`CertInfo`] says of a DER certificate.
+/// What [`CertInfo`] says of a DER certificate, read from the Secret's entry `key`.
 ///
 /// # Errors
 /// It is not an X.509 certificate.
-pub fn info(der: &[u8]) -> Result<CertInfo, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| e.to_string())?;
+pub fn info(der: &[u8], key: &'static str) -> Result<CertInfo, CertError> {
+    let (_, cert) =
+        x509_parser::parse_x509_certificate(der).map_err(|e| CertError::Unreadable {
+            key,
+            reason: e.to_string(),
+        })?;
     let validity = cert.validity();
     let names = cert
         .subject_alternative_name()

@@ -39,24 +39,23 @@ impl ServingCert {
     ///
     /// # Errors
     /// The PEM holds no certificate, or the key is unreadable or of an unsupported kind.
-    pub fn load(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<String, String> {
+    pub fn load(&self, cert_pem: &[u8], key_pem: &[u8]) -> Result<String, LoadError> {
         let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(cert_pem)
             .collect::<Result<_, _>>()
-            .map_err(|e| format!("{TLS_CRT}: {e}"))?;
-        let first = chain
-            .first()
-            .ok_or_else(|| format!("{TLS_CRT} holds no certificate"))?;
-        let serial = certs::info(first)?.serial;
-        let key = PrivateKeyDer::from_pem_slice(key_pem).map_err(|e| format!("{TLS_KEY}: {e}"))?;
+            .map_err(|error| LoadError::CertificatePem { error })?;
+        let first = chain.first().ok_or(LoadError::NoCertificate)?;
+        let serial = certs::info(first, TLS_CRT)?.serial;
+        let key =
+            PrivateKeyDer::from_pem_slice(key_pem).map_err(|error| LoadError::KeyPem { error })?;
         let key = self
             .provider
             .key_provider
             .load_private_key(key)
-            .map_err(|e| format!("{TLS_KEY}: {e}"))?;
+            .map_err(|error| LoadError::Key { error })?;
         let certified = CertifiedKey::new(chain, key);
         certified
             .keys_match()
-            .map_err(|e| format!("{TLS_KEY} does not match {TLS_CRT}: {e}"))?;
+            .map_err(|error| LoadError::Mismatch { error })?;
         *self.current.write().unwrap_or_else(PoisonError::into_inner) =
             Some((Arc::new(certified), serial.clone()));
         Ok(serial)
@@ -80,6 +79,27 @@ impl ResolvesServerCert for ServingCert {
             .as_ref()
             .map(|(key, _)| key.clone())
     }
+}
+
+/// Why the certificate and key of the Secret cannot be served.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error("{file}: {error}", file = TLS_CRT)]
+    CertificatePem {
+        error: rustls::pki_types::pem::Error,
+    },
+    #[error("{file} holds no certificate", file = TLS_CRT)]
+    NoCertificate,
+    #[error(transparent)]
+    Certificate(#[from] certs::CertError),
+    #[error("{file}: {error}", file = TLS_KEY)]
+    KeyPem {
+        error: rustls::pki_types::pem::Error,
+    },
+    #[error("{file}: {error}", file = TLS_KEY)]
+    Key { error: rustls::Error },
+    #[error("{key} does not match {cert}: {error}", key = TLS_KEY, cert = TLS_CRT)]
+    Mismatch { error: rustls::Error },
 }
 
 /// Watches the Secret `namespace/name` (that one only: a field selector, which the install's
@@ -106,7 +126,7 @@ pub async fn follow(client: Client, namespace: String, name: String, serving: Ar
     }
 }
 
-fn load_if_new(serving: &ServingCert, cert: &[u8], key: &[u8]) -> Result<(), String> {
+fn load_if_new(serving: &ServingCert, cert: &[u8], key: &[u8]) -> Result<(), LoadError> {
     let before = serving.serial();
     let serial = serving.load(cert, key)?;
     if before.as_ref() != Some(&serial) {

@@ -28,15 +28,26 @@ pub fn unit_key(type_: &str, wave: Option<u32>) -> String {
     }
 }
 
+/// A field of the spec that cannot be read as what it must be.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {problem}")]
+pub struct FieldError {
+    /// The field, e.g. `spec.rollout.waveSize`.
+    pub field: &'static str,
+    /// What is wrong with it.
+    pub problem: String,
+}
+
 /// `value` of `total`: a number, or a percentage of `total` rounded up or down.
 pub(super) fn scaled(
     value: &IntOrString,
     total: usize,
     round_up: bool,
-    field: &str,
-) -> Result<usize, String> {
+    field: &'static str,
+) -> Result<usize, FieldError> {
+    let refused = |problem: String| FieldError { field, problem };
     match value {
-        IntOrString::Int(n) => usize::try_from(*n).map_err(|_| format!("{field}: {n} is negative")),
+        IntOrString::Int(n) => usize::try_from(*n).map_err(|_| refused(format!("{n} is negative"))),
         IntOrString::String(text) => {
             let percent = text
                 .trim()
@@ -44,7 +55,9 @@ pub(super) fn scaled(
                 .and_then(|p| p.trim().parse::<u32>().ok())
                 .filter(|p| *p <= 100)
                 .ok_or_else(|| {
-                    format!("{field}: {text:?} is neither a number nor a percentage like \"25%\"")
+                    refused(format!(
+                        "{text:?} is neither a number nor a percentage like \"25%\""
+                    ))
                 })?;
             let scaled = total * percent as usize;
             Ok(if round_up {
@@ -62,7 +75,7 @@ pub(super) fn scaled(
 ///
 /// # Errors
 /// The wave size is not a positive number or a percentage.
-pub fn waves(group: &WorkflowGroup) -> Result<Vec<&[Target]>, String> {
+pub fn waves(group: &WorkflowGroup) -> Result<Vec<&[Target]>, FieldError> {
     let targets = group.spec.targets.as_slice();
     let Some(rollout) = &group.spec.rollout else {
         return Ok(vec![targets]);
@@ -74,7 +87,10 @@ pub fn waves(group: &WorkflowGroup) -> Result<Vec<&[Target]>, String> {
         "spec.rollout.waveSize",
     )?;
     if size == 0 && !matches!(rollout.wave_size, IntOrString::String(_)) {
-        return Err("spec.rollout.waveSize: 0 targets per wave; give at least 1".into());
+        return Err(FieldError {
+            field: "spec.rollout.waveSize",
+            problem: "0 targets per wave; give at least 1".into(),
+        });
     }
     if targets.is_empty() {
         return Ok(vec![targets]);
@@ -83,7 +99,7 @@ pub fn waves(group: &WorkflowGroup) -> Result<Vec<&[Target]>, String> {
 }
 
 /// How many failed targets the rollout tolerates.
-pub(super) fn failure_budget(group: &WorkflowGroup) -> Result<usize, String> {
+pub(super) fn failure_budget(group: &WorkflowGroup) -> Result<usize, FieldError> {
     let total = group.spec.targets.len();
     match group
         .spec
@@ -242,5 +258,6 @@ pub(super) fn spec_problem(group: &WorkflowGroup) -> Option<String> {
             "spec.params.{k}: {k:?} is not one of spec.workflowSteps"
         ));
     }
-    waves(group).err().or_else(|| failure_budget(group).err())
+    let wrong = waves(group).err().or_else(|| failure_budget(group).err());
+    wrong.map(|e| e.to_string())
 }
