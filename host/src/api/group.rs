@@ -224,6 +224,29 @@ pub struct Rollout {
     /// and starts the next wave.
     #[serde(default)]
     pub on_budget_exceeded: BudgetPolicy,
+    /// How long to rest after a wave finished before the next one starts: `30s`, `5m`,
+    /// `1h30m` (at most a week). The group holds no lock meanwhile.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pause_between_waves: Option<String>,
+    /// When waves may start: a wave starts only while the window is open, and a wave that
+    /// started runs to its end. The group says when the window opens next.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub window: Option<MaintenanceWindow>,
+}
+
+impl Rollout {
+    /// What is wrong with when its waves may start: a `pauseBetweenWaves` that is no
+    /// duration, or a `window` that cannot be read or never opens.
+    pub fn timing_problem(&self) -> Option<FieldError> {
+        if let Some(Err(e)) = self
+            .pause_between_waves
+            .as_deref()
+            .map(window::pause_between_waves)
+        {
+            return Some(e);
+        }
+        self.window.as_ref()?.schedule().err()
+    }
 }
 
 /// What a rollout does when its failure budget is exceeded.
@@ -296,6 +319,12 @@ pub struct RolloutStatus {
     /// clearing `spec.paused` accepts the failures up to it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_after_wave: Option<u32>,
+    /// While the next wave waits for `spec.rollout.window`: when the window opens.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_window: Option<Time>,
+    /// While the next wave rests (`spec.rollout.pauseBetweenWaves`): when it starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_wave_at: Option<Time>,
 }
 
 /// One wave of a rollout.
@@ -312,6 +341,9 @@ pub struct WaveStatus {
     /// Its targets that failed, each with why (`name: reason`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub failed: Vec<String>,
+    /// When the group saw it finish.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<Time>,
 }
 
 /// Observed state of a WorkflowGroup.

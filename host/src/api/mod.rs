@@ -118,11 +118,13 @@ mod approval;
 mod group;
 mod pod_template;
 mod rules;
+pub mod window;
 mod workflow;
 
 pub use approval::*;
 pub use group::*;
 pub use pod_template::*;
+pub use window::{FieldError, MaintenanceWindow, Weekday};
 pub use workflow::*;
 
 /// A time a gate named, as people read it.

@@ -41,6 +41,10 @@ pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
 pub const WAITING_FOR_APPROVAL: &str = "WaitingForApproval";
 /// A group waits for locks on its targets (or a slot of its type) that other groups hold.
 pub const WAITING_FOR_TARGETS: &str = "WaitingForTargets";
+/// The next wave of a rollout waits for its maintenance window (`spec.rollout.window`).
+pub const WAITING_FOR_WINDOW: &str = "WaitingForWindow";
+/// The next wave of a rollout rests after the last (`spec.rollout.pauseBetweenWaves`).
+pub const WAITING_BETWEEN_WAVES: &str = "WaitingBetweenWaves";
 /// A group gave its locks to groups waiting for them, as its Workflows had waited with nothing
 /// running for longer than the operator allows (`--lock-idle-seconds`).
 pub const GAVE_WAY: &str = "GaveWay";

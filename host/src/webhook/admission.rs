@@ -4,7 +4,8 @@
 //! A group is refused for what its plugins refuse (params, template, the step graph the
 //! template returns), and for its own words that are not words of their kind (a target's name
 //! or role, `clusterName`, a workflow type: `WorkflowGroupSpec::words_problem`), which the CRD
-//! refuses too unless it predates the rule. Anything that keeps a plugin from answering (no plugin loaded, a
+//! refuses too unless it predates the rule, and for a rollout whose waves could never start
+//! (`Rollout::timing_problem`). Anything that keeps a plugin from answering (no plugin loaded, a
 //! timeout, a trap) lets the group in with a warning: the controllers check it again when it
 //! runs and report it on the group, so a webhook that could not decide never blocks an apply.
 
@@ -150,6 +151,16 @@ pub fn types_to_review(
 ) -> Result<Vec<String>, Verdict> {
     if group.metadata.deletion_timestamp.is_some() {
         return Err(Verdict::allowed());
+    }
+    // A rollout whose waves could never start, or whose rest is no duration: refused when it
+    // is set or changed (an older group keeps whatever it had).
+    let rollout = group.spec.rollout.as_ref();
+    if rollout != old.and_then(|o| o.spec.rollout.as_ref())
+        && let Some(refused) = rollout.and_then(crate::api::Rollout::timing_problem)
+    {
+        return Err(Verdict::Refused {
+            message: refused.to_string(),
+        });
     }
     if let Some(old) = old
         && reviewed_fields(old) == reviewed_fields(group)

@@ -101,7 +101,10 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         // missed (a holder that disappears without deleting its lock).
         None if waiting || idle.is_some() => Ok(Action::requeue(LOCK_RECHECK)),
         None if release_later => Ok(Action::requeue(Duration::from_secs(2))),
-        None => Ok(Action::await_change()),
+        // The next wave's window opens, or its rest after the last wave ends.
+        None => Ok(plan
+            .requeue_after
+            .map_or_else(Action::await_change, Action::requeue)),
     }
 }
 

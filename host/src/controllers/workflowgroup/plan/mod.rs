@@ -14,11 +14,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 
+use crate::api::window::{self, Opening};
 use crate::api::{
     ANNOTATION_RERUN, BudgetPolicy, ConditionStatus, IntOrString, MAX_LISTED_RUNS,
-    MAX_REMEMBERED_RERUN_IDS, Phase, RerunFrom, RerunRequest, RolloutStatus, RunStatus, Target,
-    WaveStatus, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference, WorkflowRerun,
-    rerun_id_digest,
+    MAX_REMEMBERED_RERUN_IDS, MaintenanceWindow, Phase, RerunFrom, RerunRequest, RolloutStatus,
+    RunStatus, Target, WaveStatus, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
+    WorkflowRerun, rerun_id_digest,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -77,6 +78,9 @@ pub struct GroupPlan {
     pub pause: bool,
     /// A Workflow of an earlier run to run again now (its turn came in a re-run).
     pub rerun: Option<RerunPatch>,
+    /// When to look again though nothing changes: the next wave's window opens, or its rest
+    /// after the last wave ends.
+    pub requeue_after: Option<std::time::Duration>,
 }
 
 /// A Workflow to run again: its `spec.rerun`, and the targets it acts on (locked first).
@@ -300,6 +304,15 @@ fn plan_waves(
                     }
                     break;
                 }
+                UnitMove::Act(Act::Create) if !progress.started => {
+                    let finished = plan.status.rollout.as_ref().map(|r| r.waves.as_slice());
+                    if let Some(hold) =
+                        wave_hold(group, wave, finished.unwrap_or_default(), plan.now)
+                    {
+                        return plan.hold(hold);
+                    }
+                    return plan.act(&unit, Act::Create, &progress, waves.len(), plugins);
+                }
                 UnitMove::Act(act) => {
                     return plan.act(&unit, act, &progress, waves.len(), plugins);
                 }
@@ -317,6 +330,78 @@ fn plan_waves(
     }
     let message = budget.completed_message(group, waves.len());
     plan.finish(Phase::Completed, reason::COMPLETED, message)
+}
+
+/// Why the wave that would start now waits, and until when.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct WaveHold {
+    pub(super) reason: &'static str,
+    pub(super) message: String,
+    pub(super) until: Timestamp,
+}
+
+/// The shortest and longest wait before a held wave is looked at again: a window months away
+/// is looked at hourly (the zone's rules or the spec may change meanwhile).
+const MIN_HOLD_RECHECK: std::time::Duration = std::time::Duration::from_millis(200);
+const MAX_HOLD_RECHECK: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Whether `wave` (of a rollout) may start at `now`: first its rest after the wave before it
+/// (`pauseBetweenWaves`, from when the group saw that wave finish, in `finished`), then its
+/// window. A spec that cannot be read holds nothing here: the plan stopped before, naming it.
+fn wave_hold(
+    group: &WorkflowGroup,
+    wave: Option<u32>,
+    finished: &[WaveStatus],
+    now: Timestamp,
+) -> Option<WaveHold> {
+    let (rollout, wave) = (group.spec.rollout.as_ref()?, wave?);
+    let pause = rollout
+        .pause_between_waves
+        .as_deref()
+        .and_then(|p| window::pause_between_waves(p).ok());
+    let before = finished
+        .iter()
+        .find(|w| w.wave + 1 == wave)
+        .and_then(|w| w.finished_at.as_ref());
+    if let (Some(pause), Some(before)) = (pause, before) {
+        let until = before.0.checked_add(pause).unwrap_or(before.0);
+        if now < until {
+            let text = rollout.pause_between_waves.as_deref().unwrap_or_default();
+            return Some(WaveHold {
+                reason: reason::WAITING_BETWEEN_WAVES,
+                message: format!(
+                    "wave {wave} starts at {until}, {text} after wave {} finished (spec.rollout.pauseBetweenWaves)",
+                    wave - 1
+                ),
+                until,
+            });
+        }
+    }
+    let window = rollout.window.as_ref()?;
+    let schedule = window.schedule().ok()?;
+    match schedule.at(now) {
+        Opening::Open { .. } => None,
+        Opening::Closed { opens } => Some(WaveHold {
+            reason: reason::WAITING_FOR_WINDOW,
+            message: format!(
+                "wave {wave} waits for its maintenance window: it opens at {opens} ({} {}-{} {}; spec.rollout.window)",
+                window_days(window),
+                window.start,
+                window.end,
+                window.time_zone.as_deref().unwrap_or("UTC"),
+            ),
+            until: opens,
+        }),
+    }
+}
+
+/// The days of a window as people write them: `Mon,Fri`, or `daily`.
+fn window_days(window: &MaintenanceWindow) -> String {
+    if window.days.is_empty() {
+        return "daily".into();
+    }
+    let days: Vec<String> = window.days.iter().map(|d| format!("{d:?}")).collect();
+    days.join(",")
 }
 
 #[cfg(test)]
@@ -425,6 +510,8 @@ mod tests {
             wave_size: IntOrString::Int(size),
             max_failed_targets: Some(IntOrString::Int(budget)),
             on_budget_exceeded: policy,
+            pause_between_waves: None,
+            window: None,
         });
         group
     }
@@ -708,6 +795,121 @@ mod tests {
         assert_eq!(
             waiting_for(&waiting_group),
             Some(&sample().spec.targets[..])
+        );
+    }
+
+    /// `wave` of `group` and every earlier one Completed, keyed as the reconcile keys them.
+    fn up_to_wave(group: &WorkflowGroup, wave: u32) -> BTreeMap<String, ObservedWorkflow> {
+        waves_completed(group, wave + 1)
+    }
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(second).unwrap()
+    }
+
+    #[test]
+    fn the_next_wave_rests_for_its_pause_after_the_wave_before_it_finished_holding_no_lock() {
+        let mut group = rollout(2, 0, BudgetPolicy::Fail);
+        group.spec.rollout.as_mut().unwrap().pause_between_waves = Some("30s".into());
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        assert!(plan.create.is_some(), "the first wave starts at once");
+        let group = after(&group, &plan);
+
+        // Wave 1 seen finished now: wave 2 rests until 30 s later.
+        let done = up_to_wave(&group, 1);
+        let plan = plan_group(&group, &done, &all_loaded(), now());
+        assert!(plan.create.is_none());
+        assert!(!plan.keep_locks, "a resting group gives its locks back");
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::WAITING_BETWEEN_WAVES);
+        let until = now().checked_add(Duration::from_secs(30)).unwrap();
+        assert!(message.contains(&until.to_string()), "{message}");
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(30)));
+        let rollout = plan.status.rollout.as_ref().unwrap();
+        assert_eq!(rollout.next_wave_at, Some(Time(until)));
+        assert_eq!(rollout.waves[0].finished_at, Some(Time(now())));
+
+        // The rest counts from when the wave was first seen finished, not from each look.
+        let group = after(&group, &plan);
+        let later = at(now().as_second() + 29);
+        let plan = plan_group(&group, &done, &all_loaded(), later);
+        assert!(plan.create.is_none());
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(1)));
+        let plan = plan_group(&group, &done, &all_loaded(), until);
+        assert_eq!(plan.create.unwrap().name_any(), "wf-pre-check#2");
+        let rollout = plan.status.rollout.as_ref().unwrap();
+        assert_eq!(rollout.next_wave_at, None);
+    }
+
+    #[test]
+    fn a_wave_starts_only_inside_its_window_and_a_started_wave_runs_to_its_end() {
+        // now() is 2027-01-15T08:00:00Z, a Friday.
+        let mut group = rollout(2, 0, BudgetPolicy::Fail);
+        group.spec.rollout.as_mut().unwrap().window = Some(MaintenanceWindow {
+            days: Vec::new(),
+            start: "10:00".into(),
+            end: "12:00".into(),
+            time_zone: None,
+        });
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        assert!(plan.create.is_none() && !plan.keep_locks);
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::WAITING_FOR_WINDOW);
+        assert!(
+            message.contains("opens at 2027-01-15T10:00:00Z"),
+            "{message}"
+        );
+        let opens = at(now().as_second() + 2 * 3600);
+        let rollout = plan.status.rollout.as_ref().unwrap();
+        assert_eq!(rollout.next_window, Some(Time(opens)));
+        assert_eq!(plan.requeue_after, Some(Duration::from_secs(3600)));
+
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), opens);
+        assert_eq!(plan.create.as_ref().unwrap().name_any(), "wf-pre-check#1");
+        let group = after(&group, &plan);
+
+        // At 12:30 the window is closed: wave 1 goes on with its next type, wave 2 waits.
+        let closed = at(now().as_second() + 4 * 3600 + 1800);
+        let mut workflows = up_to_wave(&group, 1);
+        workflows.remove("setup#1");
+        workflows.remove("post-check#1");
+        let plan = plan_group(&group, &workflows, &all_loaded(), closed);
+        assert_eq!(plan.create.as_ref().unwrap().name_any(), "wf-setup#1");
+        let group = after(&group, &plan);
+        let plan = plan_group(&group, &up_to_wave(&group, 1), &all_loaded(), closed);
+        assert!(plan.create.is_none());
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::WAITING_FOR_WINDOW);
+        assert!(message.contains("wave 2"), "{message}");
+        assert!(
+            message.contains("opens at 2027-01-16T10:00:00Z"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_window_that_never_opens_and_a_pause_that_is_no_duration_are_an_invalid_spec() {
+        let mut group = rollout(2, 0, BudgetPolicy::Fail);
+        group.spec.rollout.as_mut().unwrap().window = Some(MaintenanceWindow {
+            days: Vec::new(),
+            start: "02:00".into(),
+            end: "02:00".into(),
+            time_zone: None,
+        });
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::INVALID_SPEC);
+        assert!(message.starts_with("spec.rollout.window.end:"), "{message}");
+        assert!(plan.create.is_none());
+
+        let mut group = rollout(2, 0, BudgetPolicy::Fail);
+        group.spec.rollout.as_mut().unwrap().pause_between_waves = Some("soon".into());
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::INVALID_SPEC);
+        assert!(
+            message.starts_with("spec.rollout.pauseBetweenWaves:"),
+            "{message}"
         );
     }
 

@@ -69,9 +69,19 @@ impl<'a> Planner<'a> {
         let (Some(wave), Some(rollout)) = (wave, self.status.rollout.as_mut()) else {
             return;
         };
+        let finished_before = self
+            .old
+            .rollout
+            .iter()
+            .flat_map(|r| &r.waves)
+            .find(|w| w.wave == wave && w.phase.is_finished())
+            .and_then(|w| w.finished_at.clone());
         let entry = WaveStatus {
             wave,
             phase,
+            finished_at: phase
+                .is_finished()
+                .then(|| finished_before.unwrap_or(Time(self.now))),
             targets: targets.iter().map(|t| t.name.clone()).collect(),
             failed: failed
                 .iter()
@@ -167,6 +177,28 @@ impl<'a> Planner<'a> {
         }
     }
 
+    /// The wave that would start now waits: for its window, or for the rest after the last
+    /// wave to end. It holds no lock meanwhile, and looks again when the wait is over.
+    pub(super) fn hold(mut self, hold: WaveHold) -> GroupPlan {
+        self.keep_locks = false;
+        let until = hold.until;
+        let at = Timestamp::from_second(until.as_second()).unwrap_or(until);
+        if let Some(rollout) = self.status.rollout.as_mut() {
+            match hold.reason {
+                reason::WAITING_FOR_WINDOW => rollout.next_window = Some(Time(at)),
+                _ => rollout.next_wave_at = Some(Time(at)),
+            }
+        }
+        let wait = until.duration_since(self.now);
+        let mut plan = self.wait(hold.reason, hold.message);
+        plan.requeue_after = Some(
+            std::time::Duration::try_from(wait)
+                .unwrap_or_default()
+                .clamp(MIN_HOLD_RECHECK, MAX_HOLD_RECHECK),
+        );
+        plan
+    }
+
     /// The failure budget is exceeded after a wave: the group fails (after the last wave, or
     /// by `onBudgetExceeded: Fail`), or pauses and says how to go on.
     pub(super) fn over_budget(mut self, over: OverBudget, last: bool) -> GroupPlan {
@@ -228,8 +260,13 @@ impl<'a> Planner<'a> {
         });
         let changed = !succeeded(&self.old.conditions)
             .is_some_and(|c| c.reason == reason && c.message == message);
-        if changed && [reason::WAITING_FOR_TARGETS, reason::WAITING_FOR_APPROVAL].contains(&reason)
-        {
+        let normal = [
+            reason::WAITING_FOR_TARGETS,
+            reason::WAITING_FOR_APPROVAL,
+            reason::WAITING_FOR_WINDOW,
+            reason::WAITING_BETWEEN_WAVES,
+        ];
+        if changed && normal.contains(&reason) {
             self.events
                 .push(Transition::normal(reason, message.clone()));
         } else if changed && reason != reason::RUNNING {

@@ -2,6 +2,7 @@
 //! what is wrong with a spec itself.
 
 use super::*;
+use crate::api::FieldError;
 
 /// One Workflow of a group: a workflow type, in a wave when the group rolls out in waves.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -26,16 +27,6 @@ pub fn unit_key(type_: &str, wave: Option<u32>) -> String {
         None => type_.to_string(),
         Some(w) => format!("{type_}#{w}"),
     }
-}
-
-/// A field of the spec that cannot be read as what it must be.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{field}: {problem}")]
-pub struct FieldError {
-    /// The field, e.g. `spec.rollout.waveSize`.
-    pub field: &'static str,
-    /// What is wrong with it.
-    pub problem: String,
 }
 
 /// `value` of `total`: a number, or a percentage of `total` rounded up or down.
@@ -258,6 +249,9 @@ pub(super) fn spec_problem(group: &WorkflowGroup) -> Option<String> {
             "spec.params.{k}: {k:?} is not one of spec.workflowSteps"
         ));
     }
-    let wrong = waves(group).err().or_else(|| failure_budget(group).err());
+    let wrong = waves(group)
+        .err()
+        .or_else(|| failure_budget(group).err())
+        .or_else(|| group.spec.rollout.as_ref()?.timing_problem());
     wrong.map(|e| e.to_string())
 }
