@@ -16,8 +16,8 @@
 //! - Any other line (`OK node-1`, logs) is ignored.
 //!
 //! The reading is the model's ([`workflow_model::report::read_problem`]), the one the
-//! operator uses on the runner's report, and a [`Problem`] is a
-//! [`TargetResult`](crate::TargetResult) borrowed from the message it was read from.
+//! operator uses on the runner's report, and a [`Problem`] is a [`TargetResult`] borrowed
+//! from the message it was read from.
 //!
 //! [`verdict`] applies it: a failed attempt fails with its exit code and message, as
 //! [`default_verdict`] does; a successful one fails if it reported a
