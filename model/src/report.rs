@@ -1,8 +1,8 @@
-//! What a step that acts on the targets (`workflow-runner`) reports per target, read back from
-//! its termination message.
+//! What a step that acts on the targets (`workflow-runner`) reports per target, and the one
+//! home of the line format that carries it: written here, read here.
 //!
-//! The message starts with a summary line and lists the targets that are not ok first, one
-//! line each, then as many `OK` lines as fit in the kubelet's 4 KiB:
+//! The runner's termination message starts with a summary line and lists the targets that are
+//! not ok first, one line each, then as many `OK` lines as fit in the kubelet's 4 KiB:
 //!
 //! ```text
 //! targets 3: 1 ok, 1 failed, 1 unreachable
@@ -11,11 +11,26 @@
 //! OK node-1 (0.21 s)
 //! ```
 //!
-//! The operator parses it into [`TargetReport`] for the plugin's `evaluate` (contract 0.2.0)
-//! and for the Workflow's status; the plugin SDK judges it against a failure budget.
+//! The runner writes it with [`summary_line`], [`problem_line`] and [`ok_line`] (choosing
+//! what fits is its own business). The operator parses it into [`TargetReport`] for the
+//! plugin's `evaluate` (contract 0.2.0) and for the Workflow's status; the plugin SDK reads the
+//! problem lines of any step's output with [`read_problem`], the same reader
+//! [`TargetReport::parse`] uses, so both read a line alike.
+//!
+//! A problem line is read leniently, as the SDK documents it for commands written by hand: the
+//! keyword is the first word (leading spaces ignored), in any case, with an optional `:`
+//! (`fail`, `Fail:`); only `FAIL` and `UNREACHABLE` count, so `Failed to ...` or `failures: 0`
+//! do not. The next word is the target, ended by a space or a `:`; the rest, after an optional
+//! `:`, is the reason. Target names are DNS subdomains (no space, no `:`), so every line the
+//! writers write reads back as written.
+
+use std::time::Duration;
 
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+/// The first word of a summary line.
+const SUMMARY: &str = "targets";
 
 /// How a step's command ended on one target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -26,6 +41,26 @@ pub enum TargetOutcome {
     Failed,
     /// It could not run there: no connection, an untrusted host key, a refused login.
     Unreachable,
+}
+
+impl TargetOutcome {
+    /// The keyword a target's line starts with: `OK`, `FAIL` or `UNREACHABLE`.
+    pub const fn keyword(self) -> &'static str {
+        match self {
+            TargetOutcome::Ok => "OK",
+            TargetOutcome::Failed => "FAIL",
+            TargetOutcome::Unreachable => "UNREACHABLE",
+        }
+    }
+
+    /// How the summary line counts it and a person reads it: `ok`, `failed` or `unreachable`.
+    pub const fn word(self) -> &'static str {
+        match self {
+            TargetOutcome::Ok => "ok",
+            TargetOutcome::Failed => "failed",
+            TargetOutcome::Unreachable => "unreachable",
+        }
+    }
 }
 
 /// What a step reported for one target that is not ok.
@@ -71,22 +106,31 @@ impl TargetReport {
     pub fn parse(message: &str) -> Option<TargetReport> {
         let mut lines = message.lines();
         let first = lines.next()?.trim();
-        let (total, counts) = first.strip_prefix("targets ")?.split_once(':')?;
+        let (total, counts) = first
+            .strip_prefix(SUMMARY)?
+            .strip_prefix(' ')?
+            .split_once(':')?;
         let mut report = TargetReport {
             total: total.trim().parse().ok()?,
             ..TargetReport::default()
         };
         for part in counts.split(',') {
-            let (n, what) = part.trim().split_once(' ')?;
+            let (n, word) = part.trim().split_once(' ')?;
             let n: u32 = n.parse().ok()?;
-            match what.trim() {
-                "ok" => report.ok = n,
-                "failed" => report.failed = n,
-                "unreachable" => report.unreachable = n,
-                _ => return None,
+            match counted(word.trim())? {
+                TargetOutcome::Ok => report.ok = n,
+                TargetOutcome::Failed => report.failed = n,
+                TargetOutcome::Unreachable => report.unreachable = n,
             }
         }
-        report.problems = lines.filter_map(problem).collect();
+        report.problems = lines
+            .filter_map(read_problem)
+            .map(|(outcome, name, reason)| TargetResult {
+                name: name.to_owned(),
+                outcome,
+                reason: reason.to_owned(),
+            })
+            .collect();
         Some(report)
     }
 
@@ -96,22 +140,95 @@ impl TargetReport {
     }
 }
 
-/// `FAIL <name>: <reason>` or `UNREACHABLE <name>: <reason>`.
-fn problem(line: &str) -> Option<TargetResult> {
-    let line = line.trim();
-    let (outcome, rest) = if let Some(rest) = line.strip_prefix("FAIL ") {
-        (TargetOutcome::Failed, rest)
-    } else if let Some(rest) = line.strip_prefix("UNREACHABLE ") {
-        (TargetOutcome::Unreachable, rest)
-    } else {
-        return None;
-    };
-    let (name, reason) = rest.split_once(':').unwrap_or((rest, ""));
-    Some(TargetResult {
-        name: name.trim().to_owned(),
-        outcome,
-        reason: reason.trim().to_owned(),
-    })
+/// The outcome a summary line counts under `word` (`ok`, `failed`, `unreachable`).
+fn counted(word: &str) -> Option<TargetOutcome> {
+    [
+        TargetOutcome::Ok,
+        TargetOutcome::Failed,
+        TargetOutcome::Unreachable,
+    ]
+    .into_iter()
+    .find(|outcome| outcome.word() == word)
+}
+
+/// `targets N: A ok, B failed, C unreachable`, the first line of a report (`N` the sum).
+///
+/// ```
+/// assert_eq!(
+///     workflow_model::report::summary_line(1, 1, 1),
+///     "targets 3: 1 ok, 1 failed, 1 unreachable"
+/// );
+/// ```
+pub fn summary_line(ok: u32, failed: u32, unreachable: u32) -> String {
+    let total = ok.saturating_add(failed).saturating_add(unreachable);
+    format!(
+        "{SUMMARY} {total}: {ok} {}, {failed} {}, {unreachable} {}",
+        TargetOutcome::Ok.word(),
+        TargetOutcome::Failed.word(),
+        TargetOutcome::Unreachable.word()
+    )
+}
+
+/// `FAIL <name>: <reason>` or `UNREACHABLE <name>: <reason>`: the line of a target that is
+/// not ok (`outcome` Failed or Unreachable; a target that is ok has an [`ok_line`]).
+///
+/// ```
+/// use workflow_model::report::{problem_line, TargetOutcome};
+///
+/// assert_eq!(problem_line("node-3", TargetOutcome::Unreachable, "refused"), "UNREACHABLE node-3: refused");
+/// ```
+pub fn problem_line(name: &str, outcome: TargetOutcome, reason: &str) -> String {
+    format!("{} {name}: {reason}", outcome.keyword())
+}
+
+/// `OK <name> (<seconds> s)`: the line of a target where the step succeeded, in `took`.
+///
+/// ```
+/// use std::time::Duration;
+///
+/// assert_eq!(workflow_model::report::ok_line("node-1", Duration::from_millis(210)), "OK node-1 (0.21 s)");
+/// ```
+pub fn ok_line(name: &str, took: Duration) -> String {
+    format!(
+        "{} {name} ({:.2} s)",
+        TargetOutcome::Ok.keyword(),
+        took.as_secs_f64()
+    )
+}
+
+/// The target that `line` reports not ok, read leniently (see the [module docs](self)): its
+/// outcome (Failed or Unreachable), its name and the reason, both possibly empty. `None` for
+/// any other line (`OK node-1`, the summary, logs).
+///
+/// ```
+/// use workflow_model::report::{read_problem, TargetOutcome};
+///
+/// assert_eq!(read_problem("  fail node-3: disk 97% full"), Some((TargetOutcome::Failed, "node-3", "disk 97% full")));
+/// assert_eq!(read_problem("Failed to resolve mirror"), None);
+/// ```
+pub fn read_problem(line: &str) -> Option<(TargetOutcome, &str, &str)> {
+    let (keyword, rest) = split_word(line.trim());
+    let keyword = keyword.strip_suffix(':').unwrap_or(keyword);
+    let outcome = [TargetOutcome::Failed, TargetOutcome::Unreachable]
+        .into_iter()
+        .find(|outcome| keyword.eq_ignore_ascii_case(outcome.keyword()))?;
+    // The target ends at the first space or `:`; an optional `:` separates it from the reason.
+    let end = rest
+        .find(|c: char| c.is_whitespace() || c == ':')
+        .unwrap_or(rest.len());
+    let (name, reason) = rest.split_at(end);
+    let reason = reason.trim_start();
+    let reason = reason.strip_prefix(':').unwrap_or(reason).trim();
+    Some((outcome, name, reason))
+}
+
+/// The first whitespace-separated word of `s` and what follows it, trimmed.
+fn split_word(s: &str) -> (&str, &str) {
+    let s = s.trim_start();
+    match s.find(char::is_whitespace) {
+        Some(end) => (&s[..end], s[end..].trim()),
+        None => (s, ""),
+    }
 }
 
 #[cfg(test)]
@@ -164,5 +281,43 @@ mod tests {
         ] {
             assert!(TargetReport::parse(other).is_none(), "{other:?}");
         }
+    }
+
+    #[test]
+    fn what_the_writers_write_the_reader_reads_back() {
+        let message = [
+            summary_line(1, 1, 1),
+            problem_line(
+                "node-2",
+                TargetOutcome::Failed,
+                "exit code 3 after 1.20 s: disk: 97% full",
+            ),
+            problem_line("node-3", TargetOutcome::Unreachable, ""),
+            ok_line("node-1", Duration::from_millis(210)),
+        ]
+        .join("\n");
+        assert_eq!(
+            TargetReport::parse(&message),
+            Some(TargetReport {
+                total: 3,
+                ok: 1,
+                failed: 1,
+                unreachable: 1,
+                problems: vec![
+                    TargetResult {
+                        name: "node-2".into(),
+                        outcome: TargetOutcome::Failed,
+                        reason: "exit code 3 after 1.20 s: disk: 97% full".into(),
+                    },
+                    TargetResult {
+                        name: "node-3".into(),
+                        outcome: TargetOutcome::Unreachable,
+                        reason: String::new(),
+                    },
+                ],
+            })
+        );
+        assert_eq!(read_problem(&ok_line("node-1", Duration::ZERO)), None);
+        assert_eq!(read_problem(&summary_line(0, 1, 0)), None);
     }
 }

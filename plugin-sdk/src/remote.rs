@@ -33,8 +33,8 @@
 //! assert_eq!(remote::verdict(&step, &outcome), Verdict::Completed);
 //! ```
 
-use crate::report;
-use crate::types::{Step, StepOutcome, TargetOutcome, TargetReport, TargetResult, Verdict, quote};
+use crate::report::{self, Problem};
+use crate::types::{Step, StepOutcome, TargetReport, Verdict, quote};
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -300,20 +300,6 @@ pub fn target_report(outcome: &StepOutcome) -> Option<TargetReport> {
         .or_else(|| TargetReport::parse(&outcome.message))
 }
 
-/// `node-2 failed: why`, as the check-output convention's problems read.
-fn describe(problem: &TargetResult) -> String {
-    let what = match problem.outcome {
-        TargetOutcome::Ok => "ok",
-        TargetOutcome::Failed => "failed",
-        TargetOutcome::Unreachable => "unreachable",
-    };
-    if problem.reason.is_empty() {
-        format!("{} {what}", problem.name)
-    } else {
-        format!("{} {what}: {}", problem.name, problem.reason)
-    }
-}
-
 /// Judges an attempt of a step built by [`on_targets`]: Completed when every target succeeded,
 /// or when the targets that failed are within the step's [`TargetBudget`]; Failed otherwise,
 /// naming the failed targets and why. A runner that could not run at all (no key, no targets)
@@ -333,7 +319,12 @@ pub fn verdict(step: &Step, outcome: &StepOutcome) -> Verdict {
     if bad == 0 {
         return report::verdict(outcome);
     }
-    let named: Vec<String> = found.problems.iter().map(describe).collect();
+    // `node-2 failed: why`, as the check-output convention's problems read.
+    let named: Vec<String> = found
+        .problems
+        .iter()
+        .map(|problem| Problem::from(problem).to_string())
+        .collect();
     let unnamed = (bad as usize).saturating_sub(named.len());
     let mut reason = format!(
         "{bad} of {} targets failed ({}): {}",

@@ -15,6 +15,10 @@
 //! - The rest of the line, if any, is the reason.
 //! - Any other line (`OK node-1`, logs) is ignored.
 //!
+//! The reading is the model's ([`workflow_model::report::read_problem`]), the one the
+//! operator uses on the runner's report, and a [`Problem`] is a [`TargetResult`] borrowed
+//! from the message it was read from.
+//!
 //! [`verdict`] applies it: a failed attempt fails with its exit code and message, as
 //! [`default_verdict`] does; a successful one fails if it reported a
 //! problem, naming each target, and is Completed otherwise.
@@ -34,18 +38,27 @@
 //! );
 //! ```
 
-use crate::types::{StepOutcome, Verdict, default_verdict, quote};
+use crate::types::{StepOutcome, TargetResult, Verdict, default_verdict, quote};
+use workflow_model::report::read_problem;
 
-/// What kind of problem a line reports.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ProblemKind {
-    /// `FAIL <target>: <reason>`: a check failed on the target.
-    Failed,
-    /// `UNREACHABLE <target>: <reason>`: the target could not be reached.
-    Unreachable,
-}
+/// What kind of problem a line reports: [`ProblemKind::Failed`] (`FAIL <target>: <reason>`, a
+/// check failed on the target) or [`ProblemKind::Unreachable`] (`UNREACHABLE <target>:
+/// <reason>`, the target could not be reached). The model's
+/// [`TargetOutcome`](crate::TargetOutcome): [`problems`] never reads one as `Ok`.
+pub use workflow_model::report::TargetOutcome as ProblemKind;
 
-/// One problem reported by a step's output.
+/// One problem reported by a step's output: a [`TargetResult`] borrowed from the message.
+///
+/// It reads as a person would say it, `node-2 unreachable: no route to host`, and turns into
+/// the owned [`TargetResult`] with [`to_result`](Problem::to_result).
+///
+/// ```
+/// use workflow_plugin_sdk::report::{problems, ProblemKind};
+///
+/// let found = problems("UNREACHABLE node-2: no route to host");
+/// assert_eq!(found[0].to_string(), "node-2 unreachable: no route to host");
+/// assert_eq!(found[0].to_result().outcome, ProblemKind::Unreachable);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Problem<'a> {
     /// What kind of problem.
@@ -56,6 +69,27 @@ pub struct Problem<'a> {
     pub reason: &'a str,
 }
 
+impl Problem<'_> {
+    /// The problem as the model's owned [`TargetResult`].
+    pub fn to_result(&self) -> TargetResult {
+        TargetResult {
+            name: self.target.to_owned(),
+            outcome: self.kind,
+            reason: self.reason.to_owned(),
+        }
+    }
+}
+
+impl<'a> From<&'a TargetResult> for Problem<'a> {
+    fn from(result: &'a TargetResult) -> Self {
+        Problem {
+            kind: result.outcome,
+            target: &result.name,
+            reason: &result.reason,
+        }
+    }
+}
+
 impl std::fmt::Display for Problem<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let target = if self.target.is_empty() {
@@ -63,11 +97,7 @@ impl std::fmt::Display for Problem<'_> {
         } else {
             self.target
         };
-        let what = match self.kind {
-            ProblemKind::Failed => "failed",
-            ProblemKind::Unreachable => "unreachable",
-        };
-        write!(f, "{target} {what}")?;
+        write!(f, "{target} {}", self.kind.word())?;
         if !self.reason.is_empty() {
             write!(f, ": {}", self.reason)?;
         }
@@ -85,41 +115,15 @@ impl std::fmt::Display for Problem<'_> {
 /// assert_eq!((found[0].kind, found[0].target, found[0].reason), (ProblemKind::Failed, "node-3", "disk 97% full"));
 /// ```
 pub fn problems(message: &str) -> Vec<Problem<'_>> {
-    message.lines().filter_map(problem).collect()
-}
-
-fn problem(line: &str) -> Option<Problem<'_>> {
-    let line = line.trim();
-    let (keyword, rest) = split_word(line);
-    let keyword = keyword.strip_suffix(':').unwrap_or(keyword);
-    let kind = if keyword.eq_ignore_ascii_case("fail") {
-        ProblemKind::Failed
-    } else if keyword.eq_ignore_ascii_case("unreachable") {
-        ProblemKind::Unreachable
-    } else {
-        return None;
-    };
-    // The target ends at the first space or `:`; an optional `:` separates it from the reason.
-    let end = rest
-        .find(|c: char| c.is_whitespace() || c == ':')
-        .unwrap_or(rest.len());
-    let (target, reason) = rest.split_at(end);
-    let reason = reason.trim_start();
-    let reason = reason.strip_prefix(':').unwrap_or(reason).trim();
-    Some(Problem {
-        kind,
-        target,
-        reason,
-    })
-}
-
-/// The first whitespace-separated word of `s` and what follows it, trimmed.
-fn split_word(s: &str) -> (&str, &str) {
-    let s = s.trim_start();
-    match s.find(char::is_whitespace) {
-        Some(end) => (&s[..end], s[end..].trim()),
-        None => (s, ""),
-    }
+    message
+        .lines()
+        .filter_map(read_problem)
+        .map(|(kind, target, reason)| Problem {
+            kind,
+            target,
+            reason,
+        })
+        .collect()
 }
 
 /// Judges an attempt by the convention: non-success fails with its exit code and message;

@@ -14,13 +14,90 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 use workflow_model::Target;
 
-use crate::nodes::Api;
+use crate::nodes::{Api, ApiError};
 use crate::report::{Outcome, TargetResult};
 
 /// The annotation a Node cordoned by a drain gets: `<namespace>/<group>` of the group.
 pub const CORDONED_BY: &str = "workflow.rxg456.cn/cordoned-by";
 /// How often a drain looks at what is left.
 const POLL: Duration = Duration::from_secs(1);
+
+/// Why a Node could not be drained or deleted.
+#[derive(Debug, thiserror::Error)]
+enum DrainError {
+    /// The API server could not be asked.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The Node could not be cordoned.
+    #[error(
+        "could not cordon Node {name}: {source} (the step's service account needs patch on nodes)"
+    )]
+    Cordon {
+        name: String,
+        #[source]
+        source: ApiError,
+    },
+    /// The Node's pods could not be listed.
+    #[error(
+        "could not list the pods of Node {name}: {source} (the step's service account needs \
+         list on pods)"
+    )]
+    ListPods {
+        name: String,
+        #[source]
+        source: ApiError,
+    },
+    /// A pod the options do not let the drain evict.
+    #[error("cannot drain Node {name}: pod {pod} {why} (nothing was evicted after it)")]
+    Refused {
+        name: String,
+        pod: String,
+        why: &'static str,
+    },
+    /// The API server refused an eviction for good (not a PodDisruptionBudget's "not now").
+    #[error(
+        "could not evict pod {pod}: HTTP {status}: {message} (the step's service account needs \
+         create on pods/eviction)"
+    )]
+    Evict {
+        pod: String,
+        status: u16,
+        message: String,
+    },
+    /// Time ran out while evicted pods were still terminating.
+    #[error(
+        "the drain of Node {name} did not finish in {} s: pods still terminating: {} (the Node \
+         stays cordoned)",
+        timeout.as_secs(),
+        pods.join(", ")
+    )]
+    Terminating {
+        name: String,
+        timeout: Duration,
+        pods: Vec<String>,
+    },
+    /// Time ran out while evictions were refused (`<pod>: <why>` each).
+    #[error(
+        "the drain of Node {name} did not finish in {} s: blocked: {} (the Node stays cordoned)",
+        timeout.as_secs(),
+        blocked.join("; ")
+    )]
+    Blocked {
+        name: String,
+        timeout: Duration,
+        blocked: Vec<String>,
+    },
+    /// The Node object could not be deleted.
+    #[error(
+        "could not delete Node {name}: {source} (the step's service account needs delete on \
+         nodes, as deploy/join/ grants)"
+    )]
+    Delete {
+        name: String,
+        #[source]
+        source: ApiError,
+    },
+}
 
 /// How a drain treats the pods it finds.
 #[derive(Debug, Clone)]
@@ -47,7 +124,7 @@ pub fn drain(api: &Api, targets: &[Target], options: &DrainOptions) -> Vec<Targe
                     let start = Instant::now();
                     let outcome = match drain_node(api, &target.name, options) {
                         Ok(()) => Outcome::Succeeded,
-                        Err(why) => Outcome::CheckFailed(why),
+                        Err(why) => Outcome::CheckFailed(why.to_string()),
                     };
                     result(target, outcome, start)
                 })
@@ -79,10 +156,13 @@ pub fn delete_nodes(api: &Api, targets: &[Target]) -> Vec<TargetResult> {
                     println!("[{}] Node {} deleted", target.name, target.name);
                     Outcome::Succeeded
                 }
-                Err(why) => Outcome::CheckFailed(format!(
-                    "could not delete Node {}: {why} (the step's service account needs delete on nodes, as deploy/join/ grants)",
-                    target.name
-                )),
+                Err(source) => Outcome::CheckFailed(
+                    DrainError::Delete {
+                        name: target.name.clone(),
+                        source,
+                    }
+                    .to_string(),
+                ),
             };
             result(target, outcome, start)
         })
@@ -101,7 +181,7 @@ fn result(target: &Target, outcome: Outcome, start: Instant) -> TargetResult {
     }
 }
 
-fn drain_node(api: &Api, name: &str, options: &DrainOptions) -> Result<(), String> {
+fn drain_node(api: &Api, name: &str, options: &DrainOptions) -> Result<(), DrainError> {
     let path = format!("/api/v1/nodes/{name}");
     let Some(node) = api.get_json(&path)? else {
         println!("[{name}] no Node named {name}: nothing to drain");
@@ -114,9 +194,11 @@ fn drain_node(api: &Api, name: &str, options: &DrainOptions) -> Result<(), Strin
             "spec": {"unschedulable": true},
             "metadata": {"annotations": {CORDONED_BY: options.owner}},
         });
-        api.merge_patch(&path, &patch).map_err(|why| {
-            format!("could not cordon Node {name}: {why} (the step's service account needs patch on nodes)")
-        })?;
+        api.merge_patch(&path, &patch)
+            .map_err(|source| DrainError::Cordon {
+                name: name.to_owned(),
+                source,
+            })?;
         println!("[{name}] cordoned");
     }
     let deadline = Instant::now() + options.timeout;
@@ -131,9 +213,11 @@ fn drain_node(api: &Api, name: &str, options: &DrainOptions) -> Result<(), Strin
                 continue;
             }
             if let Some(why) = refusal(pod, options) {
-                return Err(format!(
-                    "cannot drain Node {name}: pod {id} {why} (nothing was evicted after it)"
-                ));
+                return Err(DrainError::Refused {
+                    name: name.to_owned(),
+                    pod: id,
+                    why,
+                });
             }
             match evict(api, pod, options.grace_period)? {
                 Eviction::Started if !evicting.contains(&id) => {
@@ -149,27 +233,34 @@ fn drain_node(api: &Api, name: &str, options: &DrainOptions) -> Result<(), Strin
             return Ok(());
         }
         if Instant::now() + POLL > deadline {
-            let left: Vec<String> = pods.iter().map(pod_id).collect();
-            let why = if blocked.is_empty() {
-                format!("pods still terminating: {}", left.join(", "))
+            let (name, timeout) = (name.to_owned(), options.timeout);
+            return Err(if blocked.is_empty() {
+                DrainError::Terminating {
+                    name,
+                    timeout,
+                    pods: pods.iter().map(pod_id).collect(),
+                }
             } else {
-                format!("blocked: {}", blocked.join("; "))
-            };
-            return Err(format!(
-                "the drain of Node {name} did not finish in {} s: {why} (the Node stays cordoned)",
-                options.timeout.as_secs()
-            ));
+                DrainError::Blocked {
+                    name,
+                    timeout,
+                    blocked,
+                }
+            });
         }
         std::thread::sleep(POLL);
     }
 }
 
 /// The pods on Node `name` a drain must move: not those of DaemonSets, not mirror pods.
-fn pods_on(api: &Api, name: &str) -> Result<Vec<Value>, String> {
+fn pods_on(api: &Api, name: &str) -> Result<Vec<Value>, DrainError> {
     let list = api
-        .get_json(&format!("/api/v1/pods?fieldSelector=spec.nodeName%3D{name}"))
-        .map_err(|why| {
-            format!("could not list the pods of Node {name}: {why} (the step's service account needs list on pods)")
+        .get_json(&format!(
+            "/api/v1/pods?fieldSelector=spec.nodeName%3D{name}"
+        ))
+        .map_err(|source| DrainError::ListPods {
+            name: name.to_owned(),
+            source,
         })?
         .unwrap_or_default();
     Ok(list["items"]
@@ -227,7 +318,7 @@ enum Eviction {
     Blocked(String),
 }
 
-fn evict(api: &Api, pod: &Value, grace_period: Option<i64>) -> Result<Eviction, String> {
+fn evict(api: &Api, pod: &Value, grace_period: Option<i64>) -> Result<Eviction, DrainError> {
     let (namespace, name) = (
         pod["metadata"]["namespace"].as_str().unwrap_or_default(),
         pod["metadata"]["name"].as_str().unwrap_or_default(),
@@ -245,9 +336,11 @@ fn evict(api: &Api, pod: &Value, grace_period: Option<i64>) -> Result<Eviction, 
         (200..=299, _) => Ok(Eviction::Started),
         (404, _) => Ok(Eviction::Gone),
         (429, why) => Ok(Eviction::Blocked(why)),
-        (status, why) => Err(format!(
-            "could not evict pod {namespace}/{name}: HTTP {status}: {why} (the step's service account needs create on pods/eviction)"
-        )),
+        (status, message) => Err(DrainError::Evict {
+            pod: format!("{namespace}/{name}"),
+            status,
+            message,
+        }),
     }
 }
 
@@ -286,5 +379,30 @@ mod tests {
         };
         assert_eq!(refusal(&bare, &lenient), None);
         assert_eq!(refusal(&scratch, &lenient), None);
+    }
+
+    #[test]
+    fn a_drain_out_of_time_names_what_is_left_and_that_the_node_stays_cordoned() {
+        let timeout = Duration::from_secs(60);
+        let terminating = DrainError::Terminating {
+            name: "node-1".into(),
+            timeout,
+            pods: vec!["a/p1".into(), "b/p2".into()],
+        };
+        assert_eq!(
+            terminating.to_string(),
+            "the drain of Node node-1 did not finish in 60 s: pods still terminating: a/p1, b/p2 \
+             (the Node stays cordoned)"
+        );
+        let blocked = DrainError::Blocked {
+            name: "node-1".into(),
+            timeout,
+            blocked: vec!["a/p1: budget".into(), "b/p2: budget".into()],
+        };
+        assert_eq!(
+            blocked.to_string(),
+            "the drain of Node node-1 did not finish in 60 s: blocked: a/p1: budget; b/p2: budget \
+             (the Node stays cordoned)"
+        );
     }
 }

@@ -16,13 +16,49 @@ use base64::Engine as _;
 use serde_json::json;
 use workflow_model::text::shell_quote;
 
-use crate::nodes::Api;
+use crate::nodes::{Api, ApiError};
 
 /// The group a token of ours authenticates in, besides `system:bootstrappers`: what
 /// `deploy/join/` lets create a node client CSR and have it approved.
 pub const EXTRA_GROUP: &str = "system:bootstrappers:workflow-operator";
 /// Labels the Secrets this runner makes.
 const LABEL: &str = "workflow.rxg456.cn/bootstrap-token";
+
+/// Why a run's bootstrap token could not be made.
+#[derive(Debug, thiserror::Error)]
+pub enum JoinError {
+    /// The API server could not be asked.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The cluster does not say where its API server is.
+    #[error("no Endpoints default/kubernetes: name the API server in setup's join.apiServer")]
+    NoEndpoints,
+    /// The cluster's Endpoints list no address for its API server.
+    #[error(
+        "the Endpoints default/kubernetes list no address: name the API server in setup's \
+         join.apiServer"
+    )]
+    NoAddress,
+    /// The kernel's random source cannot be opened.
+    #[error("open /dev/urandom: {0}")]
+    OpenRandom(#[source] std::io::Error),
+    /// The kernel's random source cannot be read.
+    #[error("read /dev/urandom: {0}")]
+    ReadRandom(#[source] std::io::Error),
+    /// The token's expiry is beyond what a timestamp holds.
+    #[error("the token's expiry: {0}")]
+    Expiry(#[source] jiff::Error),
+    /// The token's Secret could not be created.
+    #[error(
+        "could not create the bootstrap token Secret {name} in kube-system: {source} (the \
+         step's service account needs the rights deploy/join/ grants)"
+    )]
+    CreateSecret {
+        name: String,
+        #[source]
+        source: ApiError,
+    },
+}
 
 /// A bootstrap token of this run, and what the targets are given.
 pub struct Bootstrap {
@@ -36,7 +72,7 @@ pub struct Bootstrap {
 
 /// Mints a token valid for `ttl` and builds the bootstrap kubeconfig for `server` (or the API
 /// server's advertised address, from the `default/kubernetes` Endpoints).
-pub fn mint(api: &Api, ttl: Duration, server: Option<&str>) -> Result<Bootstrap, String> {
+pub fn mint(api: &Api, ttl: Duration, server: Option<&str>) -> Result<Bootstrap, JoinError> {
     let server = match server {
         Some(server) => server.trim_end_matches('/').to_owned(),
         None => advertised(api)?,
@@ -68,11 +104,9 @@ pub fn mint(api: &Api, ttl: Duration, server: Option<&str>) -> Result<Bootstrap,
         },
     });
     api.post_json("/api/v1/namespaces/kube-system/secrets", &body)
-        .map_err(|why| {
-            format!(
-                "could not create the bootstrap token Secret {name} in kube-system: {why} \
-                 (the step's service account needs the rights deploy/join/ grants)"
-            )
+        .map_err(|source| JoinError::CreateSecret {
+            name: name.clone(),
+            source,
         })?;
     let ca = base64::engine::general_purpose::STANDARD.encode(api.ca_pem());
     let kubeconfig = format!(
@@ -92,7 +126,7 @@ pub fn mint(api: &Api, ttl: Duration, server: Option<&str>) -> Result<Bootstrap,
 }
 
 /// Deletes the run's token; says why when it could not (the expiry still ends it).
-pub fn revoke(api: &Api, bootstrap: &Bootstrap) -> Result<(), String> {
+pub fn revoke(api: &Api, bootstrap: &Bootstrap) -> Result<(), ApiError> {
     api.delete(&format!(
         "/api/v1/namespaces/kube-system/secrets/{}",
         bootstrap.secret
@@ -102,14 +136,14 @@ pub fn revoke(api: &Api, bootstrap: &Bootstrap) -> Result<(), String> {
 /// `https://<address>:<port>` of the API server as the `default/kubernetes` Endpoints list it:
 /// the address it advertises, which machines outside the cluster reach (the Service's cluster IP
 /// needs a kube-proxy they do not run yet).
-fn advertised(api: &Api) -> Result<String, String> {
+fn advertised(api: &Api) -> Result<String, JoinError> {
     let endpoints = api
         .get_json("/api/v1/namespaces/default/endpoints/kubernetes")?
-        .ok_or("no Endpoints default/kubernetes: name the API server in setup's join.apiServer")?;
+        .ok_or(JoinError::NoEndpoints)?;
     let subset = &endpoints["subsets"][0];
     let ip = subset["addresses"][0]["ip"]
         .as_str()
-        .ok_or("the Endpoints default/kubernetes list no address: name the API server in setup's join.apiServer")?;
+        .ok_or(JoinError::NoAddress)?;
     let ports = subset["ports"].as_array().cloned().unwrap_or_default();
     let port = ports
         .iter()
@@ -125,16 +159,14 @@ fn advertised(api: &Api) -> Result<String, String> {
 }
 
 /// `len` characters of `[a-z0-9]`, the bootstrap token alphabet, from the kernel's random source.
-fn random_word(len: usize) -> Result<String, String> {
+fn random_word(len: usize) -> Result<String, JoinError> {
     use std::io::Read as _;
     const ALPHABET: &[u8] = b"abcdefghijklmnopqrstuvwxyz0123456789";
     let mut word = String::with_capacity(len);
-    let mut file =
-        std::fs::File::open("/dev/urandom").map_err(|e| format!("open /dev/urandom: {e}"))?;
+    let mut file = std::fs::File::open("/dev/urandom").map_err(JoinError::OpenRandom)?;
     let mut byte = [0u8; 1];
     while word.len() < len {
-        file.read_exact(&mut byte)
-            .map_err(|e| format!("read /dev/urandom: {e}"))?;
+        file.read_exact(&mut byte).map_err(JoinError::ReadRandom)?;
         // 252 = 7 * 36: every character equally likely.
         if byte[0] < 252 {
             word.push(ALPHABET[usize::from(byte[0]) % ALPHABET.len()] as char);
@@ -144,11 +176,11 @@ fn random_word(len: usize) -> Result<String, String> {
 }
 
 /// `ttl` from now, as RFC 3339 in UTC to the second (the form the token cleaner reads).
-fn expiry(ttl: Duration) -> Result<String, String> {
-    let at = jiff::Timestamp::now()
-        .checked_add(jiff::SignedDuration::try_from(ttl).map_err(|e| e.to_string())?)
+fn expiry(ttl: Duration) -> Result<String, JoinError> {
+    let at = jiff::SignedDuration::try_from(ttl)
+        .and_then(|ttl| jiff::Timestamp::now().checked_add(ttl))
         .and_then(|t| t.round(jiff::Unit::Second))
-        .map_err(|e| format!("the token's expiry: {e}"))?;
+        .map_err(JoinError::Expiry)?;
     Ok(at.to_string())
 }
 

@@ -192,9 +192,13 @@ enum Error {
     /// Arguments that make no sense.
     #[error("{0}")]
     Usage(String),
-    /// The API server cannot be reached the way `--node-ready` needs.
-    #[error("{0}")]
-    Api(String),
+    /// The API server cannot be reached the way `--node-ready`, `--drain` and
+    /// `--delete-nodes` need.
+    #[error(transparent)]
+    Api(#[from] nodes::ApiError),
+    /// The run's bootstrap token could not be made (`--join`).
+    #[error(transparent)]
+    Join(#[from] join::JoinError),
 }
 
 fn main() -> ExitCode {
@@ -224,17 +228,19 @@ fn join_run(
     targets: Vec<Target>,
 ) -> ExitCode {
     let ttl = args.join_token_ttl.max(60);
-    let minted = nodes::Api::in_cluster().and_then(|api| {
-        join::mint(
-            &api,
-            Duration::from_secs(ttl),
-            args.join_api_server.as_deref(),
-        )
-        .map(|bootstrap| (api, bootstrap))
-    });
+    let minted = nodes::Api::in_cluster()
+        .map_err(join::JoinError::from)
+        .and_then(|api| {
+            join::mint(
+                &api,
+                Duration::from_secs(ttl),
+                args.join_api_server.as_deref(),
+            )
+            .map(|bootstrap| (api, bootstrap))
+        });
     let (api, bootstrap) = match minted {
         Ok(minted) => minted,
-        Err(why) => return refuse(args, &Error::Api(why)),
+        Err(why) => return refuse(args, &Error::Join(why)),
     };
     println!(
         "bootstrap token {} made for this run (expires in {ttl} s unless deleted first)",

@@ -31,6 +31,89 @@ pub struct Api {
     ca_pem: Vec<u8>,
 }
 
+/// Why the API server could not be reached or did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// The pod has no service account token to authenticate with.
+    #[error(
+        "no service account token in {SERVICE_ACCOUNT} ({0}): give the step a service \
+         account that may get nodes (spec.podTemplates.<type>.serviceAccountName)"
+    )]
+    NoToken(#[source] std::io::Error),
+    /// The service account's CA file cannot be read.
+    #[error("read {SERVICE_ACCOUNT}/ca.crt: {0}")]
+    CaFile(#[source] std::io::Error),
+    /// The CA file holds no certificate.
+    #[error("no certificate in the service account's ca.crt")]
+    NoCertificate,
+    /// Not in a pod: the environment names no API server.
+    #[error("KUBERNETES_SERVICE_HOST is not set (not in a pod?)")]
+    NotInPod,
+    /// A request that must carry a body was given none.
+    #[error("{method} {url}: no body")]
+    NoBody { method: &'static str, url: String },
+    /// The request got no answer: connection, TLS or timeout.
+    #[error("{method} {url}: {source}")]
+    Transport {
+        method: &'static str,
+        url: String,
+        #[source]
+        source: Box<ureq::Error>,
+    },
+    /// The answer came but its body could not be read.
+    #[error("{method} {url}: read the answer: {source}")]
+    Answer {
+        method: &'static str,
+        url: String,
+        #[source]
+        source: Box<ureq::Error>,
+    },
+    /// The API server answered with a status the request does not accept, and its words.
+    #[error("{method} {path}: HTTP {status}: {message}")]
+    Status {
+        method: &'static str,
+        path: String,
+        status: u16,
+        message: String,
+    },
+    /// A successful answer that is not JSON.
+    #[error("{method} {path}: {source}")]
+    Decode {
+        method: &'static str,
+        path: String,
+        #[source]
+        source: serde_json::Error,
+    },
+}
+
+/// Why a Node could not be read or changed.
+#[derive(Debug, thiserror::Error)]
+pub enum NodeError {
+    /// The API server could not be asked.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The step's service account may not read the Node.
+    #[error(
+        "the API server refused to show Node {name} ({status}): give the step a service \
+         account that may get nodes"
+    )]
+    Forbidden { name: String, status: u16 },
+    /// No Node of that name.
+    #[error("no Node named {0}")]
+    Missing(String),
+    /// The taint is there but could not be removed.
+    #[error(
+        "could not remove the taint {key} from Node {name}: {source} (the step's service \
+         account needs patch on nodes, as deploy/join/ grants)"
+    )]
+    RemoveTaint {
+        key: String,
+        name: String,
+        #[source]
+        source: ApiError,
+    },
+}
+
 /// What the API server says of one Node.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NodeState {
@@ -43,18 +126,11 @@ pub enum NodeState {
 
 impl Api {
     /// The API server of the cluster the pod runs in, or why it cannot be reached.
-    pub fn in_cluster() -> Result<Api, String> {
+    pub fn in_cluster() -> Result<Api, ApiError> {
         let dir = Path::new(SERVICE_ACCOUNT);
-        let token = std::fs::read_to_string(dir.join("token")).map_err(|e| {
-            format!(
-                "no service account token in {SERVICE_ACCOUNT} ({e}): give the step a service \
-                 account that may get nodes (spec.podTemplates.<type>.serviceAccountName)"
-            )
-        })?;
-        let ca = std::fs::read(dir.join("ca.crt"))
-            .map_err(|e| format!("read {SERVICE_ACCOUNT}/ca.crt: {e}"))?;
-        let host = std::env::var("KUBERNETES_SERVICE_HOST")
-            .map_err(|_| "KUBERNETES_SERVICE_HOST is not set (not in a pod?)".to_owned())?;
+        let token = std::fs::read_to_string(dir.join("token")).map_err(ApiError::NoToken)?;
+        let ca = std::fs::read(dir.join("ca.crt")).map_err(ApiError::CaFile)?;
+        let host = std::env::var("KUBERNETES_SERVICE_HOST").map_err(|_| ApiError::NotInPod)?;
         let port = std::env::var("KUBERNETES_SERVICE_PORT").unwrap_or_else(|_| "443".into());
         let host = if host.contains(':') {
             format!("[{host}]")
@@ -65,7 +141,7 @@ impl Api {
     }
 
     /// An API server at `base` with a bearer `token`, whose certificate `ca_pem` signs.
-    pub fn new(base: &str, token: &str, ca_pem: &[u8]) -> Result<Api, String> {
+    pub fn new(base: &str, token: &str, ca_pem: &[u8]) -> Result<Api, ApiError> {
         let certs = ureq::tls::parse_pem(ca_pem)
             .filter_map(|item| match item {
                 Ok(ureq::tls::PemItem::Certificate(cert)) => Some(cert),
@@ -73,7 +149,7 @@ impl Api {
             })
             .collect::<Vec<_>>();
         if certs.is_empty() {
-            return Err("no certificate in the service account's ca.crt".into());
+            return Err(ApiError::NoCertificate);
         }
         let tls = ureq::tls::TlsConfig::builder()
             .root_certs(ureq::tls::RootCerts::new_with_certs(&certs))
@@ -98,75 +174,73 @@ impl Api {
     }
 
     /// `GET path` as JSON; `None` when it does not exist.
-    pub fn get_json(&self, path: &str) -> Result<Option<serde_json::Value>, String> {
+    pub fn get_json(&self, path: &str) -> Result<Option<serde_json::Value>, ApiError> {
         let (status, body) = self.send("GET", path, None, "")?;
         match status {
             200 => serde_json::from_str(&body)
                 .map(Some)
-                .map_err(|e| format!("GET {path}: {e}")),
+                .map_err(|source| ApiError::Decode {
+                    method: "GET",
+                    path: path.to_owned(),
+                    source,
+                }),
             404 => Ok(None),
-            other => Err(format!("GET {path}: HTTP {other}: {}", api_message(&body))),
+            other => Err(status_error("GET", path, other, &body)),
         }
     }
 
     /// `POST path` of `body`: the status and, when it is not a success, the API server's words.
-    pub fn post(&self, path: &str, body: &serde_json::Value) -> Result<(u16, String), String> {
+    pub fn post(&self, path: &str, body: &serde_json::Value) -> Result<(u16, String), ApiError> {
         let (status, text) = self.send("POST", path, Some(body), "application/json")?;
         Ok((status, api_message(&text)))
     }
 
     /// `POST path` of `body`, which must succeed.
-    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Result<(), String> {
-        match self.post(path, body)? {
-            (200..=299, _) => Ok(()),
-            (status, why) => Err(format!("HTTP {status}: {why}")),
+    pub fn post_json(&self, path: &str, body: &serde_json::Value) -> Result<(), ApiError> {
+        let (status, text) = self.send("POST", path, Some(body), "application/json")?;
+        match status {
+            200..=299 => Ok(()),
+            other => Err(status_error("POST", path, other, &text)),
         }
     }
 
     /// `PATCH path` with a JSON patch.
-    pub fn json_patch(&self, path: &str, patch: &serde_json::Value) -> Result<(), String> {
+    pub fn json_patch(&self, path: &str, patch: &serde_json::Value) -> Result<(), ApiError> {
         self.patch(path, patch, "application/json-patch+json")
     }
 
     /// `PATCH path` with a JSON merge patch.
-    pub fn merge_patch(&self, path: &str, patch: &serde_json::Value) -> Result<(), String> {
+    pub fn merge_patch(&self, path: &str, patch: &serde_json::Value) -> Result<(), ApiError> {
         self.patch(path, patch, "application/merge-patch+json")
     }
 
-    fn patch(&self, path: &str, patch: &serde_json::Value, kind: &str) -> Result<(), String> {
+    fn patch(&self, path: &str, patch: &serde_json::Value, kind: &str) -> Result<(), ApiError> {
         let (status, text) = self.send("PATCH", path, Some(patch), kind)?;
         match status {
             200..=299 => Ok(()),
-            other => Err(format!(
-                "PATCH {path}: HTTP {other}: {}",
-                api_message(&text)
-            )),
+            other => Err(status_error("PATCH", path, other, &text)),
         }
     }
 
     /// `DELETE path`; gone already counts as deleted.
-    pub fn delete(&self, path: &str) -> Result<(), String> {
+    pub fn delete(&self, path: &str) -> Result<(), ApiError> {
         let (status, text) = self.send("DELETE", path, None, "")?;
         match status {
             200..=299 | 404 => Ok(()),
-            other => Err(format!(
-                "DELETE {path}: HTTP {other}: {}",
-                api_message(&text)
-            )),
+            other => Err(status_error("DELETE", path, other, &text)),
         }
     }
 
     fn send(
         &self,
-        method: &str,
+        method: &'static str,
         path: &str,
         body: Option<&serde_json::Value>,
         content_type: &str,
-    ) -> Result<(u16, String), String> {
+    ) -> Result<(u16, String), ApiError> {
         let url = format!("{}{path}", self.base);
         let auth = format!("Bearer {}", self.token);
-        let failed = |e: ureq::Error| format!("{method} {url}: {e}");
-        let mut response = match (method, body) {
+        let response = match (method, body) {
             ("GET", _) => self.agent.get(&url).header("Authorization", &auth).call(),
             ("DELETE", _) => self
                 .agent
@@ -184,45 +258,82 @@ impl Api {
                     .header("Content-Type", content_type)
                     .send(body.to_string().as_bytes())
             }
-            (_, None) => return Err(format!("{method} {url}: no body")),
-        }
-        .map_err(failed)?;
+            (_, None) => return Err(ApiError::NoBody { method, url }),
+        };
+        let mut response = match response {
+            Ok(response) => response,
+            Err(source) => {
+                return Err(ApiError::Transport {
+                    method,
+                    url,
+                    source: Box::new(source),
+                });
+            }
+        };
         let status = response.status().as_u16();
-        let text = response
-            .body_mut()
-            .with_config()
-            .limit(4 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| format!("{method} {url}: read the answer: {e}"))?;
+        let text = read_answer(&mut response, method, url)?;
         Ok((status, text))
     }
 
     /// The state of the Node `name`, or why it could not be read.
-    pub fn node(&self, name: &str) -> Result<NodeState, String> {
-        let url = format!("{}/api/v1/nodes/{name}", self.base);
-        let mut response = self
+    pub fn node(&self, name: &str) -> Result<NodeState, NodeError> {
+        let path = format!("/api/v1/nodes/{name}");
+        let url = format!("{}{path}", self.base);
+        let mut response = match self
             .agent
             .get(&url)
             .header("Authorization", &format!("Bearer {}", self.token))
             .header("Accept", "application/json")
             .call()
-            .map_err(|e| format!("GET {url}: {e}"))?;
+        {
+            Ok(response) => response,
+            Err(source) => {
+                return Err(NodeError::Api(ApiError::Transport {
+                    method: "GET",
+                    url,
+                    source: Box::new(source),
+                }));
+            }
+        };
         let status = response.status().as_u16();
-        let body = response
-            .body_mut()
-            .with_config()
-            .limit(4 * 1024 * 1024)
-            .read_to_string()
-            .map_err(|e| format!("read the Node {name}: {e}"))?;
+        let body = read_answer(&mut response, "GET", url)?;
         match status {
             200 => Ok(node_state(&body)),
             404 => Ok(NodeState::Missing),
-            401 | 403 => Err(format!(
-                "the API server refused to show Node {name} ({status}): give the step a service \
-                 account that may get nodes"
-            )),
-            other => Err(format!("GET {url}: HTTP {other}")),
+            401 | 403 => Err(NodeError::Forbidden {
+                name: name.to_owned(),
+                status,
+            }),
+            other => Err(status_error("GET", &path, other, &body).into()),
         }
+    }
+}
+
+/// The body of `response` (to a `method` of `url`), at most 4 MiB of it.
+fn read_answer(
+    response: &mut ureq::http::Response<ureq::Body>,
+    method: &'static str,
+    url: String,
+) -> Result<String, ApiError> {
+    response
+        .body_mut()
+        .with_config()
+        .limit(4 * 1024 * 1024)
+        .read_to_string()
+        .map_err(|source| ApiError::Answer {
+            method,
+            url,
+            source: Box::new(source),
+        })
+}
+
+/// The API server's refusal of `method path` with `status`, in its own words.
+fn status_error(method: &'static str, path: &str, status: u16, body: &str) -> ApiError {
+    ApiError::Status {
+        method,
+        path: path.to_owned(),
+        status,
+        message: api_message(body),
     }
 }
 
@@ -236,11 +347,11 @@ fn api_message(body: &str) -> String {
 
 /// Removes the taint `key` from the Node `name` when it has it (a JSON patch that tests the
 /// taint is still at that index, so a concurrent change of the taints is not overwritten).
-pub fn remove_taint(api: &Api, name: &str, key: &str) -> Result<bool, String> {
+pub fn remove_taint(api: &Api, name: &str, key: &str) -> Result<bool, NodeError> {
     let path = format!("/api/v1/nodes/{name}");
     let node = api
         .get_json(&path)?
-        .ok_or(format!("no Node named {name}"))?;
+        .ok_or_else(|| NodeError::Missing(name.to_owned()))?;
     let taints = node["spec"]["taints"]
         .as_array()
         .cloned()
@@ -252,12 +363,12 @@ pub fn remove_taint(api: &Api, name: &str, key: &str) -> Result<bool, String> {
         {"op": "test", "path": format!("/spec/taints/{index}"), "value": taints[index]},
         {"op": "remove", "path": format!("/spec/taints/{index}")},
     ]);
-    api.json_patch(&path, &patch).map_err(|why| {
-        format!(
-            "could not remove the taint {key} from Node {name}: {why} (the step's service \
-             account needs patch on nodes, as deploy/join/ grants)"
-        )
-    })?;
+    api.json_patch(&path, &patch)
+        .map_err(|source| NodeError::RemoveTaint {
+            key: key.to_owned(),
+            name: name.to_owned(),
+            source,
+        })?;
     Ok(true)
 }
 
@@ -341,7 +452,7 @@ pub fn check(
                     true
                 }
                 Err(why) => {
-                    last[i] = why;
+                    last[i] = why.to_string();
                     true
                 }
             }

@@ -1,14 +1,16 @@
 //! What happened on each target, and the termination message that carries it to the plugin.
 //!
-//! The message follows the plugin SDK's check-output convention (`workflow_plugin_sdk::report`):
-//! one `FAIL <target>: <reason>` or `UNREACHABLE <target>: <reason>` line per problem, which the
-//! built-in types' success logic already reads, and `OK <target>` lines for the others. The
-//! kubelet keeps at most 4096 bytes of it, so the message is composed to fit: a summary line
-//! first (counts of every outcome), then every problem, then as many `OK` lines as still fit.
+//! The message is the model's report (`workflow_model::report`, which writes and reads its
+//! lines): one `FAIL <target>: <reason>` or `UNREACHABLE <target>: <reason>` line per problem,
+//! which the plugin SDK's check-output convention and the operator read, and `OK <target>`
+//! lines for the others. The kubelet keeps at most 4096 bytes of it, so the message is composed
+//! to fit: a summary line first (counts of every outcome), then every problem, then as many `OK`
+//! lines as still fit.
 
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use workflow_model::report::{TargetOutcome, ok_line, problem_line, summary_line};
 use workflow_model::text::{self, Marker};
 
 /// The kubelet keeps this much of a termination message; a little is left for its own use.
@@ -50,56 +52,44 @@ impl TargetResult {
         self.outcome == Outcome::Succeeded
     }
 
-    /// The report line of this target, in the check-output convention.
+    /// The report line of this target, its reason cut to [`REASON_BUDGET`].
     pub fn line(&self) -> String {
         let secs = self.duration.as_secs_f64();
-        match &self.outcome {
-            Outcome::Succeeded => format!("OK {} ({secs:.2} s)", self.name),
-            Outcome::Unreachable(why) => {
-                format!(
-                    "UNREACHABLE {}: {}",
-                    self.name,
-                    cut(&text::fold(why), REASON_BUDGET)
-                )
+        let with_last_line = |what: String| {
+            let last = last_line(&self.tail);
+            if last.is_empty() {
+                what
+            } else {
+                format!("{what}: {last}")
             }
-            Outcome::CheckFailed(why) => {
-                format!(
-                    "FAIL {}: {}",
-                    self.name,
-                    cut(&text::fold(why), REASON_BUDGET)
-                )
-            }
-            other => {
-                let what = match other {
-                    Outcome::Exited(code) => format!("exit code {code} after {secs:.2} s"),
-                    Outcome::Killed(signal) => {
-                        format!("killed by signal {signal} after {secs:.2} s")
-                    }
-                    Outcome::TimedOut(limit) => {
-                        format!("timed out after {} s", limit.as_secs())
-                    }
-                    Outcome::Succeeded | Outcome::Unreachable(_) | Outcome::CheckFailed(_) => {
-                        unreachable!("matched above")
-                    }
-                };
-                let last = last_line(&self.tail);
-                let reason = if last.is_empty() {
-                    what
-                } else {
-                    format!("{what}: {last}")
-                };
-                format!("FAIL {}: {}", self.name, cut(&reason, REASON_BUDGET))
-            }
-        }
+        };
+        let (outcome, reason) = match &self.outcome {
+            Outcome::Succeeded => return ok_line(&self.name, self.duration),
+            Outcome::Unreachable(why) => (TargetOutcome::Unreachable, text::fold(why)),
+            Outcome::CheckFailed(why) => (TargetOutcome::Failed, text::fold(why)),
+            Outcome::Exited(code) => (
+                TargetOutcome::Failed,
+                with_last_line(format!("exit code {code} after {secs:.2} s")),
+            ),
+            Outcome::Killed(signal) => (
+                TargetOutcome::Failed,
+                with_last_line(format!("killed by signal {signal} after {secs:.2} s")),
+            ),
+            Outcome::TimedOut(limit) => (
+                TargetOutcome::Failed,
+                with_last_line(format!("timed out after {} s", limit.as_secs())),
+            ),
+        };
+        problem_line(&self.name, outcome, &cut(&reason, REASON_BUDGET))
     }
 }
 
 /// Counts of each kind of outcome.
 #[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
 pub struct Counts {
-    pub ok: usize,
-    pub failed: usize,
-    pub unreachable: usize,
+    pub ok: u32,
+    pub failed: u32,
+    pub unreachable: u32,
 }
 
 impl Counts {
@@ -116,7 +106,7 @@ impl Counts {
             })
     }
 
-    pub fn total(&self) -> usize {
+    pub fn total(&self) -> u32 {
         self.ok + self.failed + self.unreachable
     }
 }
@@ -125,13 +115,8 @@ impl Counts {
 /// every problem that fits, then the `OK` lines that fit, each omission counted on a last line.
 pub fn message(results: &[TargetResult]) -> String {
     let counts = Counts::of(results);
-    let mut out = format!(
-        "targets {}: {} ok, {} failed, {} unreachable\n",
-        counts.total(),
-        counts.ok,
-        counts.failed,
-        counts.unreachable
-    );
+    let mut out = summary_line(counts.ok, counts.failed, counts.unreachable);
+    out.push('\n');
     // Room for the closing line that counts what did not fit.
     let budget = MESSAGE_BUDGET - 64;
     let problems = results.iter().filter(|r| !r.is_ok());

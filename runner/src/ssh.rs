@@ -28,6 +28,96 @@ pub enum HostKeyPolicy {
     AcceptAny,
 }
 
+/// Why the command could not run on a target: the target is reported unreachable.
+#[derive(Debug, thiserror::Error)]
+enum SshError {
+    /// The target's address is not an IP address.
+    #[error("{0:?} is not an IP address")]
+    NotAnIp(String),
+    /// Connect, handshake and login together took longer than the connect timeout.
+    #[error(
+        "no SSH session with {address} within {} s (connect, handshake and login)",
+        timeout.as_secs()
+    )]
+    Timeout {
+        address: SocketAddr,
+        timeout: Duration,
+    },
+    /// The target's host key is not trusted.
+    #[error(transparent)]
+    HostKey(#[from] HostKeyError),
+    /// The connection or the SSH protocol failed.
+    #[error("{}", describe(address, source))]
+    Connection {
+        address: SocketAddr,
+        #[source]
+        source: russh::Error,
+    },
+    /// The target did not accept the key.
+    #[error("authentication refused: {address} did not accept the key for user {user:?}")]
+    LoginRefused { address: SocketAddr, user: String },
+    /// A step on the open session failed, such as opening a channel or sending input.
+    #[error("{step}: {source}")]
+    Channel {
+        step: &'static str,
+        #[source]
+        source: russh::Error,
+    },
+    /// The command's session ended without an exit status.
+    #[error("the session ended without an exit status")]
+    NoExitStatus,
+    /// A file to copy cannot be opened in the step pod.
+    #[error("open {}: {source}", path.display())]
+    OpenCopy {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// A copy's session ended without an exit status.
+    #[error("the copy to {to} ended without an exit status")]
+    CopyNoExitStatus { to: String },
+}
+
+/// Why a target's host key is refused.
+#[derive(Debug, thiserror::Error)]
+enum HostKeyError {
+    /// The target offered a certificate, which the runner does not check.
+    #[error("the target offered a host certificate; list its host key in known_hosts")]
+    Certificate,
+    /// `known_hosts` lists another key for the target.
+    #[error(
+        "host key mismatch: {name} offered {algorithm} {fingerprint}, but line {line} of {} \
+         lists another key for it",
+        path.display()
+    )]
+    Mismatch {
+        name: String,
+        algorithm: String,
+        fingerprint: String,
+        line: usize,
+        path: PathBuf,
+    },
+    /// `known_hosts` cannot be read.
+    #[error("read {}: {source}", path.display())]
+    KnownHosts {
+        path: PathBuf,
+        #[source]
+        source: russh::keys::Error,
+    },
+    /// `known_hosts` lists no key for the target.
+    #[error(
+        "host key not trusted: {algorithm} {fingerprint} of {} is not in {}",
+        names.join(" / "),
+        path.display()
+    )]
+    NotTrusted {
+        algorithm: String,
+        fingerprint: String,
+        names: Vec<String>,
+        path: PathBuf,
+    },
+}
+
 /// What every target's session shares.
 #[derive(Debug, Clone)]
 pub struct Session {
@@ -73,7 +163,7 @@ pub async fn run_on(session: &Session, target: &Target, log: &Log) -> TargetResu
             .await
             {
                 Ok(Ok(outcome)) => outcome,
-                Ok(Err(why)) => Outcome::Unreachable(why),
+                Ok(Err(why)) => Outcome::Unreachable(why.to_string()),
                 Err(_) => Outcome::TimedOut(session.command_timeout),
             };
             lines.finish();
@@ -81,7 +171,7 @@ pub async fn run_on(session: &Session, target: &Target, log: &Log) -> TargetResu
             let _ = handle.disconnect(Disconnect::ByApplication, "", "en").await;
             outcome
         }
-        Err(why) => Outcome::Unreachable(why),
+        Err(why) => Outcome::Unreachable(why.to_string()),
     };
     TargetResult {
         name: target.name.clone(),
@@ -92,20 +182,20 @@ pub async fn run_on(session: &Session, target: &Target, log: &Log) -> TargetResu
 }
 
 /// A session with `target` within the connect timeout, or why there is none.
-async fn open(session: &Session, target: &Target) -> Result<Handle<HostKeyCheck>, String> {
+async fn open(session: &Session, target: &Target) -> Result<Handle<HostKeyCheck>, SshError> {
     let ip = target
         .ip
         .trim()
         .parse::<IpAddr>()
-        .map_err(|_| format!("{:?} is not an IP address", target.ip))?;
+        .map_err(|_| SshError::NotAnIp(target.ip.clone()))?;
     let address = SocketAddr::new(ip, session.port);
     tokio::time::timeout(session.connect_timeout, connect(session, target, address))
         .await
         .unwrap_or_else(|_| {
-            Err(format!(
-                "no SSH session with {address} within {} s (connect, handshake and login)",
-                session.connect_timeout.as_secs()
-            ))
+            Err(SshError::Timeout {
+                address,
+                timeout: session.connect_timeout,
+            })
         })
 }
 
@@ -114,7 +204,7 @@ async fn connect(
     session: &Session,
     target: &Target,
     address: SocketAddr,
-) -> Result<Handle<HostKeyCheck>, String> {
+) -> Result<Handle<HostKeyCheck>, SshError> {
     let config = Arc::new(client::Config {
         // A target that goes silent mid-command is caught by the command timeout; this only
         // lets a dead connection go sooner than that.
@@ -136,9 +226,9 @@ async fn connect(
     };
     let mut handle = match client::connect(config, address, check).await {
         Ok(handle) => handle,
-        Err(error) => {
-            let why = rejected.lock().ok().and_then(|mut r| r.take());
-            return Err(why.unwrap_or_else(|| describe(address, &error)));
+        Err(source) => {
+            let refused = rejected.lock().ok().and_then(|mut r| r.take());
+            return Err(refused.map_or(SshError::Connection { address, source }, SshError::HostKey));
         }
     };
     // Only an RSA key needs to know which signature hash the server takes, and asking waits
@@ -147,7 +237,7 @@ async fn connect(
         handle
             .best_supported_rsa_hash()
             .await
-            .map_err(|e| describe(address, &e))?
+            .map_err(|source| SshError::Connection { address, source })?
             .flatten()
     } else {
         None
@@ -158,16 +248,16 @@ async fn connect(
         .await
     {
         Ok(AuthResult::Success) => Ok(handle),
-        Ok(AuthResult::Failure { .. }) => Err(format!(
-            "authentication refused: {address} did not accept the key for user {:?}",
-            session.user
-        )),
-        Err(error) => Err(describe(address, &error)),
+        Ok(AuthResult::Failure { .. }) => Err(SshError::LoginRefused {
+            address,
+            user: session.user.clone(),
+        }),
+        Err(source) => Err(SshError::Connection { address, source }),
     }
 }
 
 /// What an SSH error means to a reader of the step's status.
-fn describe(address: SocketAddr, error: &russh::Error) -> String {
+fn describe(address: &SocketAddr, error: &russh::Error) -> String {
     match error {
         russh::Error::IO(io) => format!("connect {address}: {io}"),
         russh::Error::Disconnect => format!("{address} closed the connection"),
@@ -183,7 +273,7 @@ async fn execute(
     target: &Target,
     tail: &mut Tail,
     lines: &mut Lines<'_>,
-) -> Result<Outcome, String> {
+) -> Result<Outcome, SshError> {
     for copy in session.copies.iter() {
         if let Some(failed) = deliver(handle, copy, lines).await? {
             return Ok(failed);
@@ -192,22 +282,22 @@ async fn execute(
     let mut channel = handle
         .channel_open_session()
         .await
-        .map_err(|e| format!("open a session channel: {e}"))?;
+        .map_err(failed("open a session channel"))?;
     channel
         .exec(true, remote_command(&session.command, target, unix_now()))
         .await
-        .map_err(|e| format!("start the command: {e}"))?;
+        .map_err(failed("start the command"))?;
     // The command's input, then its end, so that a command that reads it does not wait.
     if !session.stdin.is_empty() {
         channel
             .data(&session.stdin[..])
             .await
-            .map_err(|e| format!("send the command's input: {e}"))?;
+            .map_err(failed("send the command's input"))?;
     }
     channel
         .eof()
         .await
-        .map_err(|e| format!("send the command's input: {e}"))?;
+        .map_err(failed("send the command's input"))?;
     let mut exit = None;
     while let Some(message) = channel.wait().await {
         match message {
@@ -224,7 +314,12 @@ async fn execute(
             _ => {}
         }
     }
-    exit.ok_or_else(|| "the session ended without an exit status".to_owned())
+    exit.ok_or(SshError::NoExitStatus)
+}
+
+/// An error of `step` on the open session.
+fn failed(step: &'static str) -> impl Fn(russh::Error) -> SshError {
+    move |source| SshError::Channel { step, source }
 }
 
 /// The target's side of a [`Copy`]: writes a temporary file beside the destination from
@@ -253,7 +348,7 @@ async fn deliver(
     handle: &Handle<HostKeyCheck>,
     copy: &Copy,
     lines: &mut Lines<'_>,
-) -> Result<Option<Outcome>, String> {
+) -> Result<Option<Outcome>, SshError> {
     let to = shell_quote(&copy.to);
     let check = format!(
         "[ -f {to} ] && [ \"$(sha256sum < {to} | cut -d' ' -f1)\" = {} ] && chmod {} {to}",
@@ -266,7 +361,10 @@ async fn deliver(
     }
     let file = tokio::fs::File::open(&copy.from)
         .await
-        .map_err(|e| format!("open {}: {e}", copy.from.display()))?;
+        .map_err(|source| SshError::OpenCopy {
+            path: copy.from.clone(),
+            source,
+        })?;
     let (exit, said) = exec_collect(handle, &copy_command(copy), Some(file)).await?;
     lines.push(said.as_bytes());
     match exit {
@@ -276,10 +374,9 @@ async fn deliver(
             copy.to,
             said.trim()
         )))),
-        None => Err(format!(
-            "the copy to {} ended without an exit status",
-            copy.to
-        )),
+        None => Err(SshError::CopyNoExitStatus {
+            to: copy.to.clone(),
+        }),
     }
 }
 
@@ -290,24 +387,21 @@ async fn exec_collect(
     handle: &Handle<HostKeyCheck>,
     command: &str,
     input: Option<tokio::fs::File>,
-) -> Result<(Option<u32>, String), String> {
+) -> Result<(Option<u32>, String), SshError> {
     let channel = handle
         .channel_open_session()
         .await
-        .map_err(|e| format!("open a session channel: {e}"))?;
+        .map_err(failed("open a session channel"))?;
     channel
         .exec(true, command)
         .await
-        .map_err(|e| format!("start a command: {e}"))?;
+        .map_err(failed("start a command"))?;
     let (mut reader, writer) = channel.split();
     let send = async {
         if let Some(file) = input {
-            writer
-                .data(file)
-                .await
-                .map_err(|e| format!("send a file: {e}"))?;
+            writer.data(file).await.map_err(failed("send a file"))?;
         }
-        writer.eof().await.map_err(|e| format!("send a file: {e}"))
+        writer.eof().await.map_err(failed("send a file"))
     };
     let receive = async {
         let mut said = Tail::default();
@@ -373,7 +467,7 @@ struct HostKeyCheck {
     names: Vec<String>,
     port: u16,
     /// Why a key was refused, for the report (russh's own error only says "unknown key").
-    rejected: Arc<Mutex<Option<String>>>,
+    rejected: Arc<Mutex<Option<HostKeyError>>>,
 }
 
 impl client::Handler for HostKeyCheck {
@@ -385,9 +479,7 @@ impl client::Handler for HostKeyCheck {
     ) -> Result<bool, Self::Error> {
         let verdict = match key {
             russh::keys::PublicKeyOrCertificate::PublicKey { key, .. } => self.judge(key),
-            russh::keys::PublicKeyOrCertificate::Certificate(_) => Err(
-                "the target offered a host certificate; list its host key in known_hosts".into(),
-            ),
+            russh::keys::PublicKeyOrCertificate::Certificate(_) => Err(HostKeyError::Certificate),
         };
         match verdict {
             Ok(()) => Ok(true),
@@ -402,7 +494,7 @@ impl client::Handler for HostKeyCheck {
 }
 
 impl HostKeyCheck {
-    fn judge(&self, key: &PublicKey) -> Result<(), String> {
+    fn judge(&self, key: &PublicKey) -> Result<(), HostKeyError> {
         let path = match &self.policy {
             HostKeyPolicy::AcceptAny => return Ok(()),
             HostKeyPolicy::KnownHosts(path) => path,
@@ -413,21 +505,28 @@ impl HostKeyCheck {
                 Ok(true) => return Ok(()),
                 Ok(false) => {}
                 Err(russh::keys::Error::KeyChanged { line }) => {
-                    return Err(format!(
-                        "host key mismatch: {name} offered {} {fingerprint}, but line {line} of {} lists another key for it",
-                        key.algorithm(),
-                        path.display()
-                    ));
+                    return Err(HostKeyError::Mismatch {
+                        name: name.clone(),
+                        algorithm: key.algorithm().to_string(),
+                        fingerprint: fingerprint.to_string(),
+                        line,
+                        path: path.clone(),
+                    });
                 }
-                Err(error) => return Err(format!("read {}: {error}", path.display())),
+                Err(source) => {
+                    return Err(HostKeyError::KnownHosts {
+                        path: path.clone(),
+                        source,
+                    });
+                }
             }
         }
-        Err(format!(
-            "host key not trusted: {} {fingerprint} of {} is not in {}",
-            key.algorithm(),
-            self.names.join(" / "),
-            path.display()
-        ))
+        Err(HostKeyError::NotTrusted {
+            algorithm: key.algorithm().to_string(),
+            fingerprint: fingerprint.to_string(),
+            names: self.names.clone(),
+            path: path.clone(),
+        })
     }
 }
 
