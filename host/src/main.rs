@@ -58,6 +58,20 @@ enum Command {
         #[arg(short, long)]
         namespace: Option<String>,
     },
+    /// Print what a WorkflowGroup would do, in order, without creating anything: its waves
+    /// and their targets, each type's steps (with `--plugins`), when waves may start, and
+    /// which of its targets are locked now and by whom.
+    Plan {
+        /// The WorkflowGroup YAML.
+        #[arg(short = 'f', long = "filename")]
+        file: std::path::PathBuf,
+        /// A directory of plugins (`*.wasm`), to list each type's steps.
+        #[arg(long)]
+        plugins: Option<std::path::PathBuf>,
+        /// The namespace of the lock Leases (the operator's `--lock-namespace`).
+        #[arg(long, default_value = "workflow-system")]
+        lock_namespace: String,
+    },
     /// Approve (or reject) a step that waits for approval, in its group's current run, as
     /// you: creates an Approval whose approver is the user the API server says you are.
     Approve {
@@ -250,6 +264,11 @@ fn main() -> ExitCode {
             name,
             namespace,
         } => workflow_operator::cli::get::get(kind, &name, namespace),
+        Command::Plan {
+            file,
+            plugins,
+            lock_namespace,
+        } => workflow_operator::cli::plan::plan(&file, plugins.as_deref(), &lock_namespace),
         Command::Logs {
             group,
             step,

@@ -615,3 +615,211 @@ fn waves_of_two_stop_at_the_failure_budget_and_a_paused_rollout_resumes_when_unp
     );
     assert_eq!(wave_workflows(&ns, "pauses", 3).len(), 1, "wave 3 ran once");
 }
+
+/// A group that runs `true` on hosts `hosts_of` one target a wave, with `timing` added to its
+/// `spec.rollout` (`pauseBetweenWaves`, `window`).
+fn one_a_wave(hosts: &TargetHosts, name: &str, of: &[usize], timing: Value) -> String {
+    let mut group: Value =
+        serde_json::from_str(&ssh_group(name, "true", hosts.targets(of))).expect("a group");
+    let mut rollout = serde_json::json!({"waveSize": 1});
+    for (k, v) in timing.as_object().expect("fields of spec.rollout") {
+        rollout[k] = v.clone();
+    }
+    group["spec"]["rollout"] = rollout;
+    group.to_string()
+}
+
+/// `HH:MM` of UTC `hours` from now.
+fn utc_clock_in(hours: i64) -> String {
+    let then = jiff::Timestamp::now()
+        .checked_add(jiff::SignedDuration::from_hours(hours))
+        .expect("a time");
+    then.to_zoned(jiff::tz::TimeZone::UTC)
+        .strftime("%H:%M")
+        .to_string()
+}
+
+#[test]
+fn a_rollout_rests_between_its_waves_and_starts_a_wave_only_inside_its_window() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let hosts = TargetHosts::start(5);
+    let ns = cluster.fresh_namespace("e2e-timing");
+    hosts.secret(cluster, &ns, "node-ssh", &hosts.file("ssh-privatekey"));
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+
+    // Five waves of one target, resting 5 s after each: every wave's Workflow is made at least
+    // 5 s after the group saw the wave before it finish.
+    let started = std::time::Instant::now();
+    let timing = serde_json::json!({"pauseBetweenWaves": "5s"});
+    cluster.apply_yaml_in(&ns, &one_a_wave(&hosts, "rests", &[1, 2, 3, 4, 5], timing));
+    wait_group_phase(&ns, "rests", "Completed", &mut operator);
+    let took = started.elapsed();
+    let group = get(&ns, "workflowgroup/rests");
+    let waves = group["status"]["rollout"]["waves"]
+        .as_array()
+        .expect("the waves")
+        .clone();
+    assert_eq!(waves.len(), 5, "{group}");
+    let seconds = |text: &str| {
+        text.parse::<jiff::Timestamp>()
+            .unwrap_or_else(|e| panic!("{text:?}: {e}"))
+            .as_second()
+    };
+    for wave in 2..=5_u32 {
+        let before = &waves[wave as usize - 2];
+        let finished = seconds(before["finishedAt"].as_str().expect("finishedAt"));
+        let made = wave_workflows(&ns, "rests", wave);
+        let created = seconds(text(&made[0], "/metadata/creationTimestamp"));
+        assert!(
+            created - finished >= 5,
+            "wave {wave} was made {}s after wave {} finished: {group}",
+            created - finished,
+            wave - 1
+        );
+    }
+    eprintln!(
+        "figure: waveSize 1 over 5 targets with pauseBetweenWaves 5s: {took:.1?} from apply to Completed"
+    );
+
+    // A window that opens in two hours: nothing starts, no lock is held, and the group says
+    // when it opens, in its condition and in `kubectl get -o wide`.
+    let (start, end) = (utc_clock_in(2), utc_clock_in(3));
+    let window = serde_json::json!({"window": {"start": start, "end": end, "timeZone": "UTC"}});
+    cluster.apply_yaml_in(&ns, &one_a_wave(&hosts, "windowed", &[1, 2], window));
+    let (group, _) = workflow_e2e::poll_until(
+        std::time::Duration::from_millis(200),
+        TIMEOUT,
+        "the group to wait for its window",
+        || {
+            let group = get(&ns, "workflowgroup/windowed");
+            if succeeded_condition(&group)["reason"] == "WaitingForWindow" {
+                Ok(group)
+            } else {
+                Err(group["status"].to_string())
+            }
+        },
+        |status| format!("{status}\n{}", operator.log()),
+    );
+    let message = condition_message(&group);
+    let opens = group["status"]["rollout"]["nextWindow"]
+        .as_str()
+        .expect("nextWindow")
+        .to_string();
+    assert!(
+        message.contains("wave 1 waits for its maintenance window: it opens at ")
+            && message.contains(&format!("daily {start}-{end} UTC")),
+        "{message}"
+    );
+    assert!(opens.contains(&format!("T{start}:00Z")), "{opens}");
+    assert!(wave_workflows(&ns, "windowed", 1).is_empty());
+    assert!(locks_left(&ns).is_empty(), "{:?}", locks_left(&ns));
+    let wide = cluster.kubectl_ok(&["-n", &ns, "get", "wfg", "windowed", "-o", "wide"]);
+    assert!(
+        wide.contains("NEXT WINDOW") && wide.contains(&opens),
+        "{wide}"
+    );
+
+    // `plan` shows the same before anything runs, and who holds a target now: a group that
+    // keeps host-1 busy.
+    let plan_file = log_dir().join("windowed-plan.yaml");
+    std::fs::write(
+        &plan_file,
+        one_a_wave(
+            &hosts,
+            "windowed",
+            &[1, 2],
+            serde_json::json!({"window": {"start": start, "end": end, "timeZone": "UTC"}}),
+        ),
+    )
+    .expect("write the group");
+    cluster.apply_yaml_in(&ns, &ssh_group("holder", "sleep 600", hosts.targets(&[1])));
+    workflow_e2e::poll_until(
+        std::time::Duration::from_millis(200),
+        TIMEOUT,
+        "the holder to lock host-1",
+        || {
+            let held = locks_left(&ns);
+            if held.iter().any(|l| l.contains("/holder/")) {
+                Ok(())
+            } else {
+                Err(held)
+            }
+        },
+        |held| format!("{held:?}\n{}", operator.log()),
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["plan", "-f"])
+        .arg(&plan_file)
+        .args(["--lock-namespace", &ns])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .output()
+        .expect("run workflow-operator plan");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        shown.contains(&format!(
+            "window: daily {start}-{end} UTC: closed now, opens at {opens}"
+        )) && shown.contains("wave 1: host-1 (")
+            && shown.contains("wave 2: host-2 (")
+            && shown.contains("locks: 1 of 2 held now: host-1 (")
+            && shown.contains(&format!("held by {ns}/holder")),
+        "{shown}"
+    );
+    cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "holder", "--wait=false"]);
+
+    // The window moved to now: the rollout starts and completes.
+    let open_now = serde_json::json!({"spec": {"rollout": {"window": {
+        "start": utc_clock_in(-1), "end": utc_clock_in(1), "timeZone": "UTC"}}}});
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "wfg",
+        "windowed",
+        "--type",
+        "merge",
+        "-p",
+        &open_now.to_string(),
+    ]);
+    wait_group_phase(&ns, "windowed", "Completed", &mut operator);
+
+    // A window that never opens is the group's own fault, named; one that is no time is
+    // refused at apply.
+    let never = serde_json::json!({"window": {"start": "02:00", "end": "02:00"}});
+    cluster.apply_yaml_in(&ns, &one_a_wave(&hosts, "never", &[1], never));
+    let (message, _) = workflow_e2e::poll_until(
+        std::time::Duration::from_millis(200),
+        TIMEOUT,
+        "the group to name its window",
+        || {
+            let group = get(&ns, "workflowgroup/never");
+            if succeeded_condition(&group)["reason"] == "InvalidSpec" {
+                Ok(condition_message(&group))
+            } else {
+                Err(group["status"].to_string())
+            }
+        },
+        |status| format!("{status}\n{}", operator.log()),
+    );
+    assert!(
+        message.starts_with("spec.rollout.window.end: ") && message.contains("never open"),
+        "{message}"
+    );
+    let bad = serde_json::json!({"window": {"start": "25:00", "end": "02:00"}});
+    let out = cluster.kubectl_with_stdin(
+        &["-n", &ns, "apply", "-f", "-"],
+        one_a_wave(&hosts, "no-time", &[1], bad).as_bytes(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("spec.rollout.window.start"),
+        "{stderr}"
+    );
+}

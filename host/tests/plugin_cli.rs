@@ -424,3 +424,59 @@ fn plugin_new_refuses_a_name_that_is_not_a_dns_label_and_a_directory_that_is_not
     ]);
     assert_fails_with_one_line(&output, "holds no workflow-plugin-sdk");
 }
+
+#[test]
+fn plan_prints_the_waves_steps_and_window_of_a_group_and_needs_no_cluster() {
+    let plugins = tempfile::tempdir().expect("a plugin directory");
+    for t in ["pre-check", "post-check"] {
+        std::fs::copy(
+            arg(builtin_path(t)),
+            plugins.path().join(format!("{t}.wasm")),
+        )
+        .expect("copy the plugin");
+    }
+    let group = repo_root().join("examples/workflowgroup-maintenance.yaml");
+    let output = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["plan", "-f"])
+        .arg(&group)
+        .arg("--plugins")
+        .arg(plugins.path())
+        .env("KUBECONFIG", plugins.path().join("no-such-kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .output()
+        .expect("run workflow-operator plan");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let shown = stdout(&output);
+    let lines: Vec<&str> = shown.lines().collect();
+    assert_eq!(lines[1], "rest between waves: 10m", "{shown}");
+    assert!(
+        lines[2].starts_with("window: Mon,Tue,Wed,Thu 22:00-04:00 Europe/Berlin: "),
+        "{shown}"
+    );
+    assert_eq!(lines[3], "wave 1: node-1 (192.168.1.121)", "{shown}");
+    // Each type's steps as its plugin templates them, dependencies after `<-`.
+    assert!(
+        lines[4].starts_with("  pre-check: ") && lines[4].contains(" <- "),
+        "{shown}"
+    );
+    assert!(lines[5].starts_with("  post-check: "), "{shown}");
+    assert!(
+        shown.ends_with("\n") && lines.last().unwrap().starts_with("locks: not checked: "),
+        "{shown}"
+    );
+}
+
+#[test]
+fn plan_of_a_group_whose_window_never_opens_fails_naming_the_field() {
+    let file = tempfile::NamedTempFile::new().expect("a file");
+    let text = std::fs::read_to_string(repo_root().join("examples/workflowgroup-maintenance.yaml"))
+        .expect("the example")
+        .replace("end: \"04:00\"", "end: \"22:00\"");
+    std::fs::write(file.path(), text).expect("write the group");
+    let output = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["plan", "-f"])
+        .arg(file.path())
+        .output()
+        .expect("run workflow-operator plan");
+    assert_fails_with_one_line(&output, "would not run: spec.rollout.window.end: ");
+}

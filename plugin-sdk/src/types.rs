@@ -200,8 +200,8 @@ impl From<&str> for Error {
     }
 }
 
-/// A word of the params that [`words`](crate::words) refused, as `invalid params at
-/// `<field>`: ...`: `?` turns a validator's refusal into the answer of `validate`.
+/// A word of the params that [`words`](crate::words) refused, as ``invalid params at
+/// `<field>`: ...``: `?` turns a validator's refusal into the answer of `validate`.
 ///
 /// ```
 /// use workflow_plugin_sdk::{Error, words};

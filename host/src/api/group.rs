@@ -30,6 +30,7 @@ use super::*;
     printcolumn = r#"{"name":"Progress","type":"string","jsonPath":".status.progress"}"#,
     printcolumn = r#"{"name":"Waves","type":"string","jsonPath":".status.rollout.progress"}"#,
     printcolumn = r#"{"name":"Reason","type":"string","jsonPath":".status.conditions[?(@.type==\"Succeeded\")].reason"}"#,
+    printcolumn = r#"{"name":"Next Window","type":"string","priority":1,"jsonPath":".status.rollout.nextWindow"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
 #[x_kube(validation = Rule::new(PARAMS_ONLY_FOR_LISTED_TYPES)

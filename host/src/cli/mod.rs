@@ -1,5 +1,6 @@
 //! Command-line subcommands.
 pub mod get;
+pub mod plan;
 pub mod plugin;
 pub mod scaffold;
 pub mod tree;

@@ -175,7 +175,7 @@ pub fn format_verdict(verdict: &Verdict) -> String {
     }
 }
 
-fn load(runtime: &Runtime, file: &Path) -> anyhow::Result<Arc<Plugin>> {
+pub(super) fn load(runtime: &Runtime, file: &Path) -> anyhow::Result<Arc<Plugin>> {
     let bytes =
         std::fs::read(file).map_err(|e| anyhow!("cannot read plugin {}: {e}", file.display()))?;
     runtime
@@ -183,7 +183,7 @@ fn load(runtime: &Runtime, file: &Path) -> anyhow::Result<Arc<Plugin>> {
         .map_err(|e| anyhow!("{e}"))
 }
 
-fn read_group(path: &Path) -> anyhow::Result<WorkflowGroup> {
+pub(super) fn read_group(path: &Path) -> anyhow::Result<WorkflowGroup> {
     let text = std::fs::read_to_string(path)
         .map_err(|e| anyhow!("cannot read group {}: {e}", path.display()))?;
     let group: WorkflowGroup = serde_saphyr::from_str(&text).map_err(|e| {

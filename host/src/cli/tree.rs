@@ -46,6 +46,12 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
             "│ waves {} done, {} target(s) failed",
             rollout.progress, rollout.failed_targets
         );
+        if let Some(at) = &rollout.next_window {
+            let _ = writeln!(out, "│ next window opens at {}", at.0);
+        }
+        if let Some(at) = &rollout.next_wave_at {
+            let _ = writeln!(out, "│ next wave starts at {}", at.0);
+        }
     }
     if let Some(run) = status.runs.last() {
         let _ = writeln!(

@@ -44,7 +44,7 @@ pub mod plan;
 mod waiters;
 
 pub use self::claim::{Claim, HolderId, LockKind, claims, target_key};
-pub use self::lease::release_deleted;
+pub use self::lease::{holder_name, release_deleted};
 use self::plan::{Arrival, LockMove, Waiting};
 pub use self::waiters::Waiters;
 use crate::api::{Target, Workflow, WorkflowGroup};

@@ -39,8 +39,8 @@ pub use self::observed::{LockTurn, ObservedWorkflow};
 use self::planner::Planner;
 use self::rerun::start_rerun;
 pub use self::rerun::{current_run, rerun_request, workflow_rerun};
-use self::rollout::{Budget, MAX_LISTED_FAILURES, OverBudget, failure_list, spec_problem};
-pub use self::rollout::{Unit, current_targets, unit_key, units, waves};
+use self::rollout::{Budget, MAX_LISTED_FAILURES, OverBudget, failure_list};
+pub use self::rollout::{Unit, current_targets, spec_problem, unit_key, units, waves};
 
 /// What the registry says about a workflow type.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -672,6 +672,36 @@ mod tests {
             3,
             "without a rollout, one Workflow per type"
         );
+    }
+
+    #[test]
+    fn the_maintenance_example_waits_for_a_weekday_night_in_berlin() {
+        let mut group: WorkflowGroup = serde_saphyr::from_str(include_str!(
+            "../../../../../examples/workflowgroup-maintenance.yaml"
+        ))
+        .unwrap();
+        group.metadata.uid = Some("uid-m".into());
+        let loaded = Plugins {
+            states: ["pre-check", "post-check"]
+                .into_iter()
+                .map(|t| (t.to_string(), PluginState::Loaded(Ok(()))))
+                .collect(),
+            template_error: None,
+        };
+        // now() is Friday 2027-01-15, 09:00 in Berlin: the next window is Monday's, at 22:00
+        // there (21:00 UTC in winter).
+        let plan = plan_group(&group, &BTreeMap::new(), &loaded, now());
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::WAITING_FOR_WINDOW);
+        assert!(
+            message.contains("opens at 2027-01-18T21:00:00Z")
+                && message.contains("Mon,Tue,Wed,Thu 22:00-04:00 Europe/Berlin"),
+            "{message}"
+        );
+        // Thursday night, 01:00 Friday in Berlin: inside Thursday's window.
+        let thursday_night = at(now().as_second() - 8 * 3600);
+        let plan = plan_group(&group, &BTreeMap::new(), &loaded, thursday_night);
+        assert_eq!(plan.create.unwrap().spec.targets[0].name, "node-1");
     }
 
     #[test]

@@ -228,7 +228,7 @@ pub(super) fn failure_list(failed: &BTreeMap<String, String>) -> String {
 pub(super) const MAX_LISTED_FAILURES: usize = 20;
 
 /// What is wrong with the group's spec itself, if anything.
-pub(super) fn spec_problem(group: &WorkflowGroup) -> Option<String> {
+pub fn spec_problem(group: &WorkflowGroup) -> Option<String> {
     let types = &group.spec.workflow_steps;
     if types.is_empty() {
         return Some("spec.workflowSteps is empty: list at least one workflow type".into());

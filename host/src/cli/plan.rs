@@ -1,0 +1,302 @@
+//! `workflow-operator plan -f group.yaml` (also `kubectl workflow plan`): what a group would
+//! do, in the order it would do it, before anything runs. Its waves with their targets, each
+//! wave's types (with their steps, when the plugins are at hand), when waves may start, and
+//! which of its targets are locked now and by whom. Nothing is created.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::sync::Arc;
+
+use anyhow::anyhow;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
+use kube::ResourceExt;
+use kube::api::{Api, ListParams};
+use workflow_model::text;
+
+use crate::api::WorkflowGroup;
+use crate::api::window::Opening;
+use crate::controllers::workflowgroup::plan::{Unit, spec_problem, units};
+use crate::locks::{LABEL_LOCK, claims};
+use crate::plugin::{Plugin, Runtime, RuntimeConfig};
+use crate::render::render_workflow;
+
+/// What each of a group's targets is held by now: the lock Lease names it would take, and the
+/// group that holds each (`namespace/name`).
+pub type Held = BTreeMap<String, String>;
+
+/// Prints the plan of the group in `file`. Plugins (`*.wasm`) are read from `plugins` when
+/// given, to list each type's steps; the locks are read from `lock_namespace` of the current
+/// kubeconfig's cluster when there is one.
+///
+/// # Errors
+/// The file is not a WorkflowGroup, or its spec would be refused.
+pub fn plan(file: &Path, plugins: Option<&Path>, lock_namespace: &str) -> anyhow::Result<u8> {
+    let group = super::plugin::read_group(file)?;
+    if let Some(problem) = spec_problem(&group) {
+        return Err(anyhow!("{} would not run: {problem}", file.display()));
+    }
+    let plugins = match plugins {
+        Some(dir) => load_plugins(dir)?,
+        None => BTreeMap::new(),
+    };
+    let locks = held_now(lock_namespace);
+    print!(
+        "{}",
+        preview(&group, &plugins, &locks, Timestamp::now().as_second())
+    );
+    Ok(0)
+}
+
+/// Every plugin of `dir`, by its type.
+fn load_plugins(dir: &Path) -> anyhow::Result<BTreeMap<String, Arc<Plugin>>> {
+    let runtime = Runtime::new(RuntimeConfig::default())?;
+    let entries = std::fs::read_dir(dir)
+        .map_err(|e| anyhow!("cannot read plugin directory {}: {e}", dir.display()))?;
+    let mut plugins = BTreeMap::new();
+    for path in entries.filter_map(Result::ok).map(|e| e.path()) {
+        if path.extension().is_some_and(|x| x == "wasm") {
+            let plugin = super::plugin::load(&runtime, &path)?;
+            plugins.insert(plugin.type_name().to_string(), plugin);
+        }
+    }
+    Ok(plugins)
+}
+
+/// The lock Leases of `namespace` and who holds them, or why they could not be read.
+fn held_now(namespace: &str) -> Result<Held, String> {
+    let read = async {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| format!("no cluster to ask ({e})"))?;
+        let leases: Api<Lease> = Api::namespaced(client, namespace);
+        let listed = leases
+            .list(&ListParams::default().labels(LABEL_LOCK))
+            .await
+            .map_err(|e| format!("cannot list the lock Leases in {namespace}: {e}"))?;
+        Ok(listed
+            .items
+            .iter()
+            .map(|l| (l.name_any(), crate::locks::holder_name(l)))
+            .collect())
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?
+        .block_on(read)
+}
+
+/// The plan as people read it, at `now` (Unix seconds).
+pub fn preview(
+    group: &WorkflowGroup,
+    plugins: &BTreeMap<String, Arc<Plugin>>,
+    locks: &Result<Held, String>,
+    now: i64,
+) -> String {
+    let mut out = String::new();
+    let units = units(group);
+    let waves = units.iter().filter_map(|u| u.wave).max().unwrap_or(1);
+    let spec = &group.spec;
+    let _ = writeln!(
+        out,
+        "WorkflowGroup {}/{} ({}), cluster {}: {} target(s), {} type(s), {waves} wave(s); nothing is created",
+        word(&group.namespace().unwrap_or_else(|| "default".into())),
+        word(&group.name_any()),
+        word(&spec.type_),
+        word(&spec.cluster_name),
+        spec.targets.len(),
+        spec.workflow_steps.len(),
+    );
+    timing(&mut out, group, now);
+    let steps: BTreeMap<&str, String> = spec
+        .workflow_steps
+        .iter()
+        .map(|t| (t.as_str(), steps_of(group, plugins.get(t), now)))
+        .collect();
+    let mut wave = None;
+    for (i, unit) in units.iter().enumerate() {
+        if i == 0 || unit.wave != wave {
+            wave = unit.wave;
+            targets_of(&mut out, unit);
+        }
+        let _ = writeln!(
+            out,
+            "  {}: {}",
+            word(&unit.type_),
+            steps.get(unit.type_.as_str()).map_or("", String::as_str)
+        );
+    }
+    locked(&mut out, group, locks);
+    out
+}
+
+/// The line that opens a wave (or the one set of targets without a rollout).
+fn targets_of(out: &mut String, unit: &Unit<'_>) {
+    let names: Vec<String> = unit
+        .targets
+        .iter()
+        .map(|t| format!("{} ({})", word(&t.name), word(&t.ip)))
+        .collect();
+    let _ = match unit.wave {
+        Some(w) => writeln!(out, "wave {w}: {}", names.join(", ")),
+        None => writeln!(out, "targets: {}", names.join(", ")),
+    };
+}
+
+/// When waves may start: the rest between them and the window, with its next opening.
+fn timing(out: &mut String, group: &WorkflowGroup, now: i64) {
+    let Some(rollout) = &group.spec.rollout else {
+        return;
+    };
+    if let Some(pause) = &rollout.pause_between_waves {
+        let _ = writeln!(out, "rest between waves: {}", word(pause));
+    }
+    let Some(window) = &rollout.window else {
+        return;
+    };
+    let days = if window.days.is_empty() {
+        "daily".to_string()
+    } else {
+        let days: Vec<String> = window.days.iter().map(|d| format!("{d:?}")).collect();
+        days.join(",")
+    };
+    let zone = window.time_zone.as_deref().unwrap_or("UTC");
+    let now = Timestamp::from_second(now).unwrap_or(Timestamp::UNIX_EPOCH);
+    let state = match window.schedule().map(|s| s.at(now)) {
+        Ok(Opening::Open { closes }) => format!("open now, until {closes}"),
+        Ok(Opening::Closed { opens }) => format!("closed now, opens at {opens}"),
+        Err(e) => e.to_string(),
+    };
+    let _ = writeln!(
+        out,
+        "window: {days} {}-{} {}: {state}",
+        word(&window.start),
+        word(&window.end),
+        word(zone)
+    );
+}
+
+/// A type's steps in the order they may run (`name <- needs`), or why they are not listed.
+fn steps_of(group: &WorkflowGroup, plugin: Option<&Arc<Plugin>>, now: i64) -> String {
+    let Some(plugin) = plugin else {
+        return "(steps: give --plugins with this type's .wasm)".into();
+    };
+    match render_workflow(group, plugin, now) {
+        Ok(workflow) => {
+            let steps: Vec<String> = workflow
+                .spec
+                .steps
+                .iter()
+                .map(|s| match s.depends_on.as_slice() {
+                    [] => word(&s.name),
+                    deps => format!("{} <- {}", word(&s.name), word(&deps.join(","))),
+                })
+                .collect();
+            steps.join("; ")
+        }
+        Err(e) => format!("(its plugin refuses the group: {})", word(&e.to_string())),
+    }
+}
+
+/// Which of the group's locks are held now, and by whom.
+fn locked(out: &mut String, group: &WorkflowGroup, locks: &Result<Held, String>) {
+    let held = match locks {
+        Ok(held) => held,
+        Err(why) => {
+            let _ = writeln!(out, "locks: not checked: {}", word(why));
+            return;
+        }
+    };
+    let claims = claims(group, &group.spec.targets);
+    if claims.is_empty() {
+        let _ = writeln!(out, "locks: none (spec.exclusion)");
+        return;
+    }
+    let taken: Vec<String> = claims
+        .iter()
+        .filter_map(|c| {
+            let holder = c.leases.iter().find_map(|l| held.get(l))?;
+            Some(format!("{} held by {}", word(&c.what), word(holder)))
+        })
+        .collect();
+    if taken.is_empty() {
+        let _ = writeln!(out, "locks: all {} free now", claims.len());
+    } else {
+        let _ = writeln!(
+            out,
+            "locks: {} of {} held now: {}",
+            taken.len(),
+            claims.len(),
+            taken.join("; ")
+        );
+    }
+}
+
+/// A word of the group or a plugin, printed inert.
+fn word(s: &str) -> String {
+    text::escape_controls(s).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn maintenance() -> WorkflowGroup {
+        serde_saphyr::from_str(include_str!(
+            "../../../examples/workflowgroup-maintenance.yaml"
+        ))
+        .expect("the example")
+    }
+
+    #[test]
+    fn the_plan_lists_each_wave_in_order_with_its_window_and_who_holds_its_targets() {
+        let group = maintenance();
+        let lease = claims(&group, &group.spec.targets[1..2])[0].leases[0].clone();
+        let held = Ok(Held::from([(lease, "ops/kernel-patch".to_string())]));
+        // Friday 2027-01-15T08:00:00Z: the window opens on Monday at 22:00 in Berlin.
+        let shown = preview(&group, &BTreeMap::new(), &held, 1_800_000_000);
+        let lines: Vec<&str> = shown.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "WorkflowGroup default/workflowgroup-maintenance (kernel-upgrade), cluster test-cluster: 3 target(s), 2 type(s), 3 wave(s); nothing is created",
+                "rest between waves: 10m",
+                "window: Mon,Tue,Wed,Thu 22:00-04:00 Europe/Berlin: closed now, opens at 2027-01-18T21:00:00Z",
+                "wave 1: node-1 (192.168.1.121)",
+                "  pre-check: (steps: give --plugins with this type's .wasm)",
+                "  post-check: (steps: give --plugins with this type's .wasm)",
+                "wave 2: node-2 (192.168.1.122)",
+                "  pre-check: (steps: give --plugins with this type's .wasm)",
+                "  post-check: (steps: give --plugins with this type's .wasm)",
+                "wave 3: node-3 (192.168.1.123)",
+                "  pre-check: (steps: give --plugins with this type's .wasm)",
+                "  post-check: (steps: give --plugins with this type's .wasm)",
+                "locks: 1 of 3 held now: node-2 (192.168.1.122) held by ops/kernel-patch",
+            ]
+        );
+    }
+
+    #[test]
+    fn a_plan_without_a_cluster_says_the_locks_were_not_checked_and_escapes_what_it_shows() {
+        let mut group = maintenance();
+        group.spec.rollout = None;
+        group.spec.targets[0].ip = "10.0.0.1\u{1b}[2J".into();
+        let shown = preview(
+            &group,
+            &BTreeMap::new(),
+            &Err("no cluster to ask".into()),
+            1_800_000_000,
+        );
+        assert!(
+            shown.contains("targets: node-1 (10.0.0.1\\u{1b}[2J), node-2"),
+            "{shown}"
+        );
+        assert!(!shown.contains('\u{1b}'), "{shown}");
+        assert!(
+            shown.ends_with("locks: not checked: no cluster to ask\n"),
+            "{shown}"
+        );
+    }
+}
