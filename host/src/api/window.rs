@@ -100,6 +100,18 @@ pub enum Opening {
 }
 
 impl MaintenanceWindow {
+    /// The window as people write it: `Mon,Fri 22:00-04:00 Europe/Berlin`, or `daily ...`.
+    pub fn shown(&self) -> String {
+        let days = if self.days.is_empty() {
+            "daily".to_string()
+        } else {
+            let days: Vec<String> = self.days.iter().map(|d| format!("{d:?}")).collect();
+            days.join(",")
+        };
+        let zone = self.time_zone.as_deref().unwrap_or("UTC");
+        format!("{days} {}-{} {zone}", self.start, self.end)
+    }
+
     /// The window read, or the field that is wrong: a time that is not `HH:MM`, a zone that is
     /// not known, or a window that never opens (`start` equal to `end`).
     ///

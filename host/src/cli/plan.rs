@@ -156,26 +156,13 @@ fn timing(out: &mut String, group: &WorkflowGroup, now: i64) {
     let Some(window) = &rollout.window else {
         return;
     };
-    let days = if window.days.is_empty() {
-        "daily".to_string()
-    } else {
-        let days: Vec<String> = window.days.iter().map(|d| format!("{d:?}")).collect();
-        days.join(",")
-    };
-    let zone = window.time_zone.as_deref().unwrap_or("UTC");
     let now = Timestamp::from_second(now).unwrap_or(Timestamp::UNIX_EPOCH);
     let state = match window.schedule().map(|s| s.at(now)) {
         Ok(Opening::Open { closes }) => format!("open now, until {closes}"),
         Ok(Opening::Closed { opens }) => format!("closed now, opens at {opens}"),
         Err(e) => e.to_string(),
     };
-    let _ = writeln!(
-        out,
-        "window: {days} {}-{} {}: {state}",
-        word(&window.start),
-        word(&window.end),
-        word(zone)
-    );
+    let _ = writeln!(out, "window: {}: {state}", word(&window.shown()));
 }
 
 /// A type's steps in the order they may run (`name <- needs`), or why they are not listed.

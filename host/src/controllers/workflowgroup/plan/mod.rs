@@ -17,9 +17,9 @@ use kube::ResourceExt;
 use crate::api::window::{self, Opening};
 use crate::api::{
     ANNOTATION_RERUN, BudgetPolicy, ConditionStatus, IntOrString, MAX_LISTED_RUNS,
-    MAX_REMEMBERED_RERUN_IDS, MaintenanceWindow, Phase, RerunFrom, RerunRequest, RolloutStatus,
-    RunStatus, Target, WaveStatus, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
-    WorkflowRerun, rerun_id_digest,
+    MAX_REMEMBERED_RERUN_IDS, Phase, RerunFrom, RerunRequest, RolloutStatus, RunStatus, Target,
+    WaveStatus, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference, WorkflowRerun,
+    rerun_id_digest,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -384,28 +384,17 @@ fn wave_hold(
         Opening::Closed { opens } => Some(WaveHold {
             reason: reason::WAITING_FOR_WINDOW,
             message: format!(
-                "wave {wave} waits for its maintenance window: it opens at {opens} ({} {}-{} {}; spec.rollout.window)",
-                window_days(window),
-                window.start,
-                window.end,
-                window.time_zone.as_deref().unwrap_or("UTC"),
+                "wave {wave} waits for its maintenance window: it opens at {opens} ({}; spec.rollout.window)",
+                window.shown()
             ),
             until: opens,
         }),
     }
 }
 
-/// The days of a window as people write them: `Mon,Fri`, or `daily`.
-fn window_days(window: &MaintenanceWindow) -> String {
-    if window.days.is_empty() {
-        return "daily".into();
-    }
-    let days: Vec<String> = window.days.iter().map(|d| format!("{d:?}")).collect();
-    days.join(",")
-}
-
 #[cfg(test)]
 mod tests {
+    use crate::api::MaintenanceWindow;
     use std::time::Duration;
 
     use super::rerun::remember_rerun_ids;
