@@ -823,3 +823,164 @@ fn a_rollout_rests_between_its_waves_and_starts_a_wave_only_inside_its_window() 
         "{stderr}"
     );
 }
+
+/// The targets a group lists, or chose (`status.targets`).
+fn targets_of(group: &Value, at: &str) -> Vec<String> {
+    group
+        .pointer(at)
+        .and_then(Value::as_array)
+        .map(|ts| {
+            ts.iter()
+                .map(|t| format!("{} {}", text(t, "/name"), text(t, "/ip")))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn a_group_acts_on_the_nodes_its_selector_chose_when_it_started_and_on_no_node_labelled_later() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let ns = cluster.fresh_namespace("e2e-select");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let label = format!("e2e.workflow.rxg456.cn/{ns}");
+    let mark = |node: &str, on: bool| {
+        let value = if on {
+            format!("{label}=yes")
+        } else {
+            format!("{label}-")
+        };
+        cluster.kubectl_ok(&["label", "node", node, &value, "--overwrite"]);
+    };
+    mark(workflow_e2e::REAL_NODE, true);
+    let node = cluster.kubectl_json(&["get", "node", workflow_e2e::REAL_NODE, "-o", "json"]);
+    let ip = node["status"]["addresses"]
+        .as_array()
+        .and_then(|a| a.iter().find(|a| a["type"] == "InternalIP"))
+        .map(|a| text(a, "/address").to_string())
+        .expect("the real node's InternalIP");
+
+    let with_label = |value: &str| {
+        let mut labels = serde_json::Map::new();
+        labels.insert(label.clone(), value.into());
+        Value::Object(labels)
+    };
+    let selected = |name: &str, labels: Value| {
+        let mut group: Value = serde_json::from_str(&real_node_at_group(
+            name,
+            serde_json::json!({"command": "true", "image": STEP_IMAGE}),
+            serde_json::json!({}),
+            serde_json::json!([]),
+        ))
+        .expect("a group");
+        group["spec"]
+            .as_object_mut()
+            .expect("a spec")
+            .remove("targets");
+        group["spec"]["targetSelector"] = serde_json::json!({"matchLabels": labels});
+        group.to_string()
+    };
+    cluster.apply_yaml_in(&ns, &selected("chosen", with_label("yes")));
+    wait_group_phase(&ns, "chosen", "Completed", &mut operator);
+    let group = get(&ns, "workflowgroup/chosen");
+    let expected = vec![format!("{} {ip}", workflow_e2e::REAL_NODE)];
+    assert_eq!(targets_of(&group, "/status/targets"), expected, "{group}");
+    let workflow = list(
+        &ns,
+        "workflows",
+        Some("workflow.rxg456.cn/group-name=chosen"),
+    )
+    .into_iter()
+    .next()
+    .expect("its Workflow");
+    assert_eq!(targets_of(&workflow, "/spec/targets"), expected);
+    let events = cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "get",
+        "events",
+        "--field-selector",
+        "reason=TargetsSelected",
+        "-o",
+        "jsonpath={.items[*].note}{.items[*].message}",
+    ]);
+    assert!(
+        events.contains(&format!(
+            "spec.targetSelector chose 1 Node(s) as targets: {}",
+            workflow_e2e::REAL_NODE
+        )),
+        "{events}"
+    );
+
+    // A Node labelled after the group started is not added, even when the group runs again.
+    mark("kwok-node-0", true);
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "annotate",
+        "wfg",
+        "chosen",
+        "workflow.rxg456.cn/rerun=again",
+    ]);
+    let (group, _) = workflow_e2e::poll_until(
+        std::time::Duration::from_millis(200),
+        TIMEOUT,
+        "the re-run to complete",
+        || {
+            let group = get(&ns, "workflowgroup/chosen");
+            let runs = group["status"]["runs"].as_array().map_or(0, Vec::len);
+            if runs == 2 && group["status"]["phase"] == "Completed" {
+                Ok(group)
+            } else {
+                Err(group["status"].to_string())
+            }
+        },
+        |status| format!("{status}\n{}", operator.log()),
+    );
+    assert_eq!(targets_of(&group, "/status/targets"), expected, "{group}");
+
+    // A selector that selects no Node says so and waits; one beside listed targets is refused.
+    cluster.apply_yaml_in(&ns, &selected("nothing", with_label("no")));
+    let (message, _) = workflow_e2e::poll_until(
+        std::time::Duration::from_millis(200),
+        TIMEOUT,
+        "the group to say it selects no Node",
+        || {
+            let group = get(&ns, "workflowgroup/nothing");
+            if succeeded_condition(&group)["reason"] == "NoNodesSelected" {
+                Ok(condition_message(&group))
+            } else {
+                Err(group["status"].to_string())
+            }
+        },
+        |status| format!("{status}\n{}", operator.log()),
+    );
+    assert!(
+        message.starts_with(&format!("spec.targetSelector ({label}=no) selects no Node")),
+        "{message}"
+    );
+    let mut both: Value =
+        serde_json::from_str(&selected("both", with_label("yes"))).expect("a group");
+    both["spec"]["targets"] = serde_json::json!([{"name": "node-1", "ip": "192.168.1.101"}]);
+    let out = cluster.kubectl_with_stdin(
+        &["-n", &ns, "apply", "-f", "-"],
+        both.to_string().as_bytes(),
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success()
+            && stderr.contains("spec.targets and spec.targetSelector are both set"),
+        "{stderr}"
+    );
+    let every = selected("every", serde_json::json!({}));
+    let out = cluster.kubectl_with_stdin(&["-n", &ns, "apply", "-f", "-"], every.as_bytes());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("spec.targetSelector selects every Node"),
+        "{stderr}"
+    );
+    mark(workflow_e2e::REAL_NODE, false);
+    mark("kwok-node-0", false);
+}

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{
+    Condition, LabelSelector, LabelSelectorRequirement, Time,
+};
 use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -33,6 +35,12 @@ use super::*;
     printcolumn = r#"{"name":"Next Window","type":"string","priority":1,"jsonPath":".status.rollout.nextWindow"}"#,
     printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
 )]
+#[x_kube(validation = Rule::new(SELECTOR_SELECTS)
+    .message(Message::Expression(SELECTOR_SELECTS_MESSAGE.into()))
+    .field_path(".targetSelector"))]
+#[x_kube(validation = Rule::new(TARGETS_OR_SELECTOR)
+    .message(Message::Expression(TARGETS_OR_SELECTOR_MESSAGE.into()))
+    .field_path(".targetSelector"))]
 #[x_kube(validation = Rule::new(PARAMS_ONLY_FOR_LISTED_TYPES)
     .message(Message::Expression(PARAMS_ONLY_FOR_LISTED_TYPES_MESSAGE.into()))
     .field_path(".params"))]
@@ -59,9 +67,15 @@ pub struct WorkflowGroupSpec {
             .message(Message::Expression(WORKFLOW_TYPES_ARE_UNIQUE_MESSAGE.into()))
     )]
     pub workflow_steps: Vec<String>,
-    /// Nodes the workflows act on.
+    /// Nodes the workflows act on. Empty with `targetSelector`.
+    #[serde(default)]
     #[schemars(schema_with = "targets_schema")]
     pub targets: Vec<Target>,
+    /// Instead of `targets`: the Nodes with these labels, chosen once when the group starts
+    /// and kept in `status.targets` (a Node labelled later is not added). Each target is
+    /// named as its Node, so steps that look for the Node find it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_selector: Option<TargetSelector>,
     /// Stops progress: no new step or workflow starts while true.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub paused: bool,
@@ -94,6 +108,82 @@ pub struct WorkflowGroupSpec {
     /// `workflow.rxg456.cn/rerun: <id>` does the same with the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<RerunRequest>,
+}
+
+/// Nodes as targets (`spec.targetSelector`).
+#[derive(Deserialize, Serialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetSelector {
+    /// Labels every selected Node has.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub match_labels: BTreeMap<String, String>,
+    /// Requirements every selected Node's labels meet (`In`, `NotIn`, `Exists`,
+    /// `DoesNotExist`), as in a Deployment's selector.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<LabelSelectorRequirement>,
+    /// Which of a Node's addresses its target gets.
+    #[serde(default)]
+    pub address_type: NodeAddressType,
+}
+
+/// A Node's address of one type (`status.addresses[].type`).
+// Plain comments on the variants, as for `Phase`.
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum NodeAddressType {
+    // The address within the cluster's network.
+    #[default]
+    InternalIP,
+    // The address reachable from outside the cluster.
+    ExternalIP,
+}
+
+impl NodeAddressType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::InternalIP => "InternalIP",
+            Self::ExternalIP => "ExternalIP",
+        }
+    }
+}
+
+impl TargetSelector {
+    /// The selector as the API server takes it, or why it is none: it selects every Node (no
+    /// label and no requirement), or a requirement is malformed.
+    ///
+    /// # Errors
+    /// The field and why.
+    pub fn selector(&self) -> Result<kube::core::Selector, FieldError> {
+        if self.match_labels.is_empty() && self.match_expressions.is_empty() {
+            return Err(FieldError {
+                field: "spec.targetSelector",
+                problem: "it selects every Node; give matchLabels or matchExpressions".into(),
+            });
+        }
+        let selector = LabelSelector {
+            match_labels: Some(self.match_labels.clone()),
+            match_expressions: Some(self.match_expressions.clone()),
+        };
+        kube::core::Selector::try_from(selector).map_err(|e| FieldError {
+            field: "spec.targetSelector.matchExpressions",
+            problem: e.to_string(),
+        })
+    }
+}
+
+impl WorkflowGroup {
+    /// The group with the targets it acts on: those it lists, or, with `targetSelector`, the
+    /// Nodes it chose when it started (`status.targets`; none before it has chosen).
+    pub fn with_targets(&self) -> std::borrow::Cow<'_, WorkflowGroup> {
+        let chosen = self.status.as_ref().map(|s| &s.targets);
+        match chosen {
+            Some(chosen) if self.spec.target_selector.is_some() && self.spec.targets.is_empty() => {
+                let mut group = self.clone();
+                group.spec.targets.clone_from(chosen);
+                std::borrow::Cow::Owned(group)
+            }
+            _ => std::borrow::Cow::Borrowed(self),
+        }
+    }
 }
 
 /// A re-run of a finished group (`spec.rerun`).
@@ -361,6 +451,9 @@ pub struct WorkflowGroupStatus {
     /// The Workflows created so far, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub workflows: Vec<WorkflowReference>,
+    /// With `spec.targetSelector`: the Nodes it chose when it started, as its targets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub targets: Vec<Target>,
     /// When the group was first seen.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,

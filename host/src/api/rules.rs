@@ -26,6 +26,12 @@ pub(super) const WORKFLOW_TYPES_ARE_DNS_LABELS_MESSAGE: &str = concat!(
     dns_label!(),
     "'))[0] + '\" is not a valid name: a DNS label of lowercase letters, digits and \"-\", starting and ending with a letter or digit, at most 63 characters'"
 );
+pub(super) const SELECTOR_SELECTS: &str = "!has(self.targetSelector) || (has(self.targetSelector.matchLabels) && size(self.targetSelector.matchLabels) > 0) || (has(self.targetSelector.matchExpressions) && size(self.targetSelector.matchExpressions) > 0)";
+pub(super) const SELECTOR_SELECTS_MESSAGE: &str =
+    "'spec.targetSelector selects every Node: give matchLabels or matchExpressions'";
+pub(super) const TARGETS_OR_SELECTOR: &str =
+    "!has(self.targetSelector) || !has(self.targets) || size(self.targets) == 0";
+pub(super) const TARGETS_OR_SELECTOR_MESSAGE: &str = "'spec.targets and spec.targetSelector are both set: give the targets, or the selector of the Nodes to act on'";
 pub(super) const WORKFLOW_TYPES_ARE_UNIQUE: &str = "self.all(t, self.exists_one(u, u == t))";
 pub(super) const WORKFLOW_TYPES_ARE_UNIQUE_MESSAGE: &str = "'workflow type \"' + self.filter(t, !self.exists_one(u, u == t))[0] + '\" is listed more than once: each type runs once per group'";
 pub(super) const PARAMS_ONLY_FOR_LISTED_TYPES: &str =

@@ -109,6 +109,21 @@ pub fn preview(
         spec.targets.len(),
         spec.workflow_steps.len(),
     );
+    if let Some(selector) = spec
+        .target_selector
+        .as_ref()
+        .filter(|_| spec.targets.is_empty())
+    {
+        let labels = selector
+            .selector()
+            .map_or_else(|e| e.to_string(), |s| s.to_string());
+        let _ = writeln!(
+            out,
+            "targets: the Nodes of spec.targetSelector ({}), at their {} address, chosen when the group starts",
+            word(&labels),
+            selector.address_type.as_str()
+        );
+    }
     timing(&mut out, group, now);
     let steps: BTreeMap<&str, String> = spec
         .workflow_steps
@@ -139,6 +154,9 @@ fn targets_of(out: &mut String, unit: &Unit<'_>) {
         .iter()
         .map(|t| format!("{} ({})", word(&t.name), word(&t.ip)))
         .collect();
+    if names.is_empty() {
+        return;
+    }
     let _ = match unit.wave {
         Some(w) => writeln!(out, "wave {w}: {}", names.join(", ")),
         None => writeln!(out, "targets: {}", names.join(", ")),

@@ -138,7 +138,8 @@ fn group_watch(
         .reflect(writer)
         .inspect(move |event| match event {
             Ok(watcher::Event::Apply(group) | watcher::Event::InitApply(group)) => {
-                line.in_line(group, workflowgroup::plan::waiting_for(group).is_some());
+                let group = group.with_targets();
+                line.in_line(&group, workflowgroup::plan::waiting_for(&group).is_some());
             }
             Ok(watcher::Event::Delete(group)) => {
                 line.in_line(group, false);

@@ -41,6 +41,10 @@ pub const WAITING_FOR_SCHEDULE: &str = "WaitingForSchedule";
 pub const WAITING_FOR_APPROVAL: &str = "WaitingForApproval";
 /// A group waits for locks on its targets (or a slot of its type) that other groups hold.
 pub const WAITING_FOR_TARGETS: &str = "WaitingForTargets";
+/// `spec.targetSelector` selects no Node (with the address asked for) yet.
+pub const NO_NODES_SELECTED: &str = "NoNodesSelected";
+/// The Nodes `spec.targetSelector` chose as the group's targets (an Event).
+pub const TARGETS_SELECTED: &str = "TargetsSelected";
 /// The next wave of a rollout waits for its maintenance window (`spec.rollout.window`).
 pub const WAITING_FOR_WINDOW: &str = "WaitingForWindow";
 /// The next wave of a rollout rests after the last (`spec.rollout.pauseBetweenWaves`).

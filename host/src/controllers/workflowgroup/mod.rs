@@ -7,6 +7,7 @@
 //! calls the plan and writes.
 
 pub mod plan;
+mod select;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -23,6 +24,7 @@ use self::plan::{
     Attempt, GroupPlan, GroupPlugins, LockWish, ObservedWorkflow, PluginState, Unit, after_attempt,
     current_targets, lock_wish, plan_group, unit_key, units, waiting_for,
 };
+use self::select::Choice;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::reason;
@@ -41,6 +43,13 @@ pub async fn reconcile(group: Arc<WorkflowGroup>, ctx: Arc<Context>) -> Result<A
 }
 
 async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action> {
+    // A group that selects Nodes acts on those it chose when it started.
+    let chosen = match select::choose(ctx, group).await? {
+        Choice::Made => None,
+        Choice::Chosen(group) => Some(group),
+        Choice::Wait(action) => return Ok(action),
+    };
+    let group = &*chosen.as_deref().unwrap_or(group).with_targets();
     let ns = group.namespace().ok_or(Error::MissingNamespace)?;
     let old = group.status.clone().unwrap_or_default();
     let groups: Api<WorkflowGroup> = Api::namespaced(ctx.client.clone(), &ns);

@@ -249,6 +249,19 @@ pub fn spec_problem(group: &WorkflowGroup) -> Option<String> {
             "spec.params.{k}: {k:?} is not one of spec.workflowSteps"
         ));
     }
+    if let Some(selector) = &group.spec.target_selector {
+        if !group.spec.targets.is_empty()
+            && group
+                .status
+                .as_ref()
+                .is_none_or(|s| s.targets != group.spec.targets)
+        {
+            return Some("spec.targets and spec.targetSelector are both set: give the targets, or the selector of the Nodes to act on".into());
+        }
+        if let Err(e) = selector.selector() {
+            return Some(e.to_string());
+        }
+    }
     let wrong = waves(group)
         .err()
         .or_else(|| failure_budget(group).err())
