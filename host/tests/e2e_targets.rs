@@ -914,6 +914,27 @@ fn a_group_acts_on_the_nodes_its_selector_chose_when_it_started_and_on_no_node_l
         "{events}"
     );
 
+    // `plan` shows the Nodes the selector selects now.
+    let plan_file = log_dir().join(format!("{ns}-preview.yaml"));
+    std::fs::write(&plan_file, selected("preview", with_label("yes"))).expect("write the group");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["plan", "-f"])
+        .arg(&plan_file)
+        .args(["--lock-namespace", &ns])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .output()
+        .expect("run workflow-operator plan");
+    let shown = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success()
+            && shown.contains(&format!(
+                "targets: the Nodes of spec.targetSelector ({label}=yes)"
+            ))
+            && shown.contains(&format!("\ntargets: {} ({ip})\n", workflow_e2e::REAL_NODE)),
+        "{shown}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
     // A Node labelled after the group started is not added, even when the group runs again.
     mark("kwok-node-0", true);
     cluster.kubectl_ok(&[

@@ -15,9 +15,12 @@ use kube::ResourceExt;
 use kube::api::{Api, ListParams};
 use workflow_model::text;
 
-use crate::api::WorkflowGroup;
+use k8s_openapi::api::core::v1::Node;
+
 use crate::api::window::Opening;
+use crate::api::{Target, TargetSelector, WorkflowGroup};
 use crate::controllers::workflowgroup::plan::{Unit, spec_problem, units};
+use crate::controllers::workflowgroup::select::nodes_as_targets;
 use crate::locks::{LABEL_LOCK, claims};
 use crate::plugin::{Plugin, Runtime, RuntimeConfig};
 use crate::render::render_workflow;
@@ -41,6 +44,14 @@ pub fn plan(file: &Path, plugins: Option<&Path>, lock_namespace: &str) -> anyhow
         Some(dir) => load_plugins(dir)?,
         None => BTreeMap::new(),
     };
+    let mut group = group;
+    if let Some(selector) = group.spec.target_selector.clone()
+        && group.spec.targets.is_empty()
+        && let Ok(nodes) = nodes_now(&selector)
+    {
+        // As the group would choose them if it started now.
+        group.spec.targets = nodes;
+    }
     let locks = held_now(lock_namespace);
     print!(
         "{}",
@@ -62,6 +73,27 @@ fn load_plugins(dir: &Path) -> anyhow::Result<BTreeMap<String, Arc<Plugin>>> {
         }
     }
     Ok(plugins)
+}
+
+/// The Nodes `selector` selects now, as targets, or why they could not be listed.
+fn nodes_now(selector: &TargetSelector) -> Result<Vec<Target>, String> {
+    let labels = selector.selector().map_err(|e| e.to_string())?;
+    let read = async {
+        let client = kube::Client::try_default()
+            .await
+            .map_err(|e| format!("no cluster to ask ({e})"))?;
+        let nodes: Api<Node> = Api::all(client);
+        let listed = nodes
+            .list(&ListParams::default().labels_from(&labels))
+            .await
+            .map_err(|e| format!("cannot list the Nodes: {e}"))?;
+        Ok(nodes_as_targets(&listed.items, selector.address_type).targets)
+    };
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the async runtime: {e}"))?
+        .block_on(read)
 }
 
 /// The lock Leases of `namespace` and who holds them, or why they could not be read.
@@ -109,17 +141,13 @@ pub fn preview(
         spec.targets.len(),
         spec.workflow_steps.len(),
     );
-    if let Some(selector) = spec
-        .target_selector
-        .as_ref()
-        .filter(|_| spec.targets.is_empty())
-    {
+    if let Some(selector) = &spec.target_selector {
         let labels = selector
             .selector()
             .map_or_else(|e| e.to_string(), |s| s.to_string());
         let _ = writeln!(
             out,
-            "targets: the Nodes of spec.targetSelector ({}), at their {} address, chosen when the group starts",
+            "targets: the Nodes of spec.targetSelector ({}), at their {} address, chosen when the group starts (below: those it selects now)",
             word(&labels),
             selector.address_type.as_str()
         );

@@ -7,7 +7,7 @@
 //! calls the plan and writes.
 
 pub mod plan;
-mod select;
+pub mod select;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -95,10 +95,10 @@ pub(super) async fn choose(ctx: &Context, group: &WorkflowGroup) -> Result<Choic
 
 /// The Nodes a selector chose, as targets, and those it passed over.
 #[derive(Debug, Default, PartialEq)]
-pub(super) struct Chosen {
-    pub(super) targets: Vec<Target>,
+pub struct Chosen {
+    pub targets: Vec<Target>,
     /// Nodes without an address of the type asked for.
-    pub(super) without_address: Vec<String>,
+    pub without_address: Vec<String>,
 }
 
 impl Chosen {
@@ -149,7 +149,7 @@ fn shown<S: AsRef<str>>(names: &[S]) -> String {
 /// `nodes` as targets, sorted by name: each named as its Node, at its first address of type
 /// `address`, with the role of its `node-role.kubernetes.io/<role>` label (the first, if
 /// several) when that is a role.
-pub(super) fn nodes_as_targets(nodes: &[Node], address: NodeAddressType) -> Chosen {
+pub fn nodes_as_targets(nodes: &[Node], address: NodeAddressType) -> Chosen {
     let mut chosen = Chosen::default();
     for node in nodes {
         let name = node.name_any();
