@@ -368,6 +368,51 @@ mod tests {
     }
 
     #[test]
+    fn a_rollout_whose_waves_could_never_start_is_refused_when_it_is_set_or_changed() {
+        let never = crate::api::Rollout {
+            wave_size: crate::api::IntOrString::Int(1),
+            max_failed_targets: None,
+            on_budget_exceeded: crate::api::BudgetPolicy::Fail,
+            pause_between_waves: None,
+            window: Some(crate::api::MaintenanceWindow {
+                days: Vec::new(),
+                start: "02:00".into(),
+                end: "02:00".into(),
+                time_zone: None,
+            }),
+        };
+        let mut group = sample();
+        group.spec.rollout = Some(never.clone());
+        let Err(Verdict::Refused { message }) = types_to_review(&group, None) else {
+            panic!("a window that never opens is let in");
+        };
+        assert!(
+            message.starts_with("spec.rollout.window.end: the window opens and closes at 02:00"),
+            "{message}"
+        );
+        let mut paused = group.clone();
+        paused.spec.rollout = Some(crate::api::Rollout {
+            window: None,
+            pause_between_waves: Some("soon".into()),
+            ..never
+        });
+        let Err(Verdict::Refused { message }) = types_to_review(&paused, Some(&sample())) else {
+            panic!("a pause that is no duration is let in");
+        };
+        assert!(
+            message.starts_with("spec.rollout.pauseBetweenWaves: "),
+            "{message}"
+        );
+        // A group stored with it before the rule is not blocked by an unrelated change.
+        let mut relabelled = group.clone();
+        relabelled.metadata.labels = Some([("team".to_string(), "ops".to_string())].into());
+        assert_eq!(
+            types_to_review(&relabelled, Some(&group)),
+            Err(Verdict::allowed())
+        );
+    }
+
+    #[test]
     fn a_group_being_deleted_is_let_through_unasked() {
         let mut group = sample();
         group.metadata.deletion_timestamp =
