@@ -629,6 +629,37 @@ fn one_a_wave(hosts: &TargetHosts, name: &str, of: &[usize], timing: Value) -> S
     group.to_string()
 }
 
+/// Waits until group `name`'s `Succeeded` condition has `reason` (a state that lasts); the
+/// group then.
+fn wait_reason(ns: &str, name: &str, reason: &str, operator: &mut Operator) -> Value {
+    let (group, _) = workflow_e2e::poll_until(
+        std::time::Duration::from_millis(200),
+        TIMEOUT,
+        &format!("group {name} to say {reason}"),
+        || {
+            let group = get(ns, &format!("workflowgroup/{name}"));
+            if succeeded_condition(&group)["reason"] == reason {
+                Ok(group)
+            } else {
+                Err(group["status"].to_string())
+            }
+        },
+        |status| format!("{status}\n{}", operator.log()),
+    );
+    group
+}
+
+/// `workflow-operator plan -f file` against the test cluster, its locks in `lock_namespace`.
+fn plan_against(file: &Path, lock_namespace: &str) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["plan", "-f"])
+        .arg(file)
+        .args(["--lock-namespace", lock_namespace])
+        .env("KUBECONFIG", cluster().kubeconfig())
+        .output()
+        .expect("run workflow-operator plan")
+}
+
 /// `HH:MM` of UTC `hours` from now.
 fn utc_clock_in(hours: i64) -> String {
     let then = jiff::Timestamp::now()
@@ -689,20 +720,7 @@ fn a_rollout_rests_between_its_waves_and_starts_a_wave_only_inside_its_window() 
     let (start, end) = (utc_clock_in(2), utc_clock_in(3));
     let window = serde_json::json!({"window": {"start": start, "end": end, "timeZone": "UTC"}});
     cluster.apply_yaml_in(&ns, &one_a_wave(&hosts, "windowed", &[1, 2], window));
-    let (group, _) = workflow_e2e::poll_until(
-        std::time::Duration::from_millis(200),
-        TIMEOUT,
-        "the group to wait for its window",
-        || {
-            let group = get(&ns, "workflowgroup/windowed");
-            if succeeded_condition(&group)["reason"] == "WaitingForWindow" {
-                Ok(group)
-            } else {
-                Err(group["status"].to_string())
-            }
-        },
-        |status| format!("{status}\n{}", operator.log()),
-    );
+    let group = wait_reason(&ns, "windowed", "WaitingForWindow", &mut operator);
     let message = condition_message(&group);
     let opens = group["status"]["rollout"]["nextWindow"]
         .as_str()
@@ -750,13 +768,7 @@ fn a_rollout_rests_between_its_waves_and_starts_a_wave_only_inside_its_window() 
         },
         |held| format!("{held:?}\n{}", operator.log()),
     );
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-        .args(["plan", "-f"])
-        .arg(&plan_file)
-        .args(["--lock-namespace", &ns])
-        .env("KUBECONFIG", cluster.kubeconfig())
-        .output()
-        .expect("run workflow-operator plan");
+    let out = plan_against(&plan_file, &ns);
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success(),
@@ -794,20 +806,7 @@ fn a_rollout_rests_between_its_waves_and_starts_a_wave_only_inside_its_window() 
     // refused at apply.
     let never = serde_json::json!({"window": {"start": "02:00", "end": "02:00"}});
     cluster.apply_yaml_in(&ns, &one_a_wave(&hosts, "never", &[1], never));
-    let (message, _) = workflow_e2e::poll_until(
-        std::time::Duration::from_millis(200),
-        TIMEOUT,
-        "the group to name its window",
-        || {
-            let group = get(&ns, "workflowgroup/never");
-            if succeeded_condition(&group)["reason"] == "InvalidSpec" {
-                Ok(condition_message(&group))
-            } else {
-                Err(group["status"].to_string())
-            }
-        },
-        |status| format!("{status}\n{}", operator.log()),
-    );
+    let message = condition_message(&wait_reason(&ns, "never", "InvalidSpec", &mut operator));
     assert!(
         message.starts_with("spec.rollout.window.end: ") && message.contains("never open"),
         "{message}"
@@ -917,13 +916,7 @@ fn a_group_acts_on_the_nodes_its_selector_chose_when_it_started_and_on_no_node_l
     // `plan` shows the Nodes the selector selects now.
     let plan_file = log_dir().join(format!("{ns}-preview.yaml"));
     std::fs::write(&plan_file, selected("preview", with_label("yes"))).expect("write the group");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
-        .args(["plan", "-f"])
-        .arg(&plan_file)
-        .args(["--lock-namespace", &ns])
-        .env("KUBECONFIG", cluster.kubeconfig())
-        .output()
-        .expect("run workflow-operator plan");
+    let out = plan_against(&plan_file, &ns);
     let shown = String::from_utf8_lossy(&out.stdout);
     assert!(
         out.status.success()
@@ -964,20 +957,12 @@ fn a_group_acts_on_the_nodes_its_selector_chose_when_it_started_and_on_no_node_l
 
     // A selector that selects no Node says so and waits; one beside listed targets is refused.
     cluster.apply_yaml_in(&ns, &selected("nothing", with_label("no")));
-    let (message, _) = workflow_e2e::poll_until(
-        std::time::Duration::from_millis(200),
-        TIMEOUT,
-        "the group to say it selects no Node",
-        || {
-            let group = get(&ns, "workflowgroup/nothing");
-            if succeeded_condition(&group)["reason"] == "NoNodesSelected" {
-                Ok(condition_message(&group))
-            } else {
-                Err(group["status"].to_string())
-            }
-        },
-        |status| format!("{status}\n{}", operator.log()),
-    );
+    let message = condition_message(&wait_reason(
+        &ns,
+        "nothing",
+        "NoNodesSelected",
+        &mut operator,
+    ));
     assert!(
         message.starts_with(&format!("spec.targetSelector ({label}=no) selects no Node")),
         "{message}"

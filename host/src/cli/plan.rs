@@ -44,15 +44,27 @@ pub fn plan(file: &Path, plugins: Option<&Path>, lock_namespace: &str) -> anyhow
         Some(dir) => load_plugins(dir)?,
         None => BTreeMap::new(),
     };
+    // One client for the Nodes and the locks; without a cluster, both say so.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| anyhow!("cannot start the async runtime: {e}"))?;
+    let client = runtime
+        .block_on(kube::Client::try_default())
+        .map_err(|e| format!("no cluster to ask ({e})"));
     let mut group = group;
     if let Some(selector) = group.spec.target_selector.clone()
         && group.spec.targets.is_empty()
-        && let Ok(nodes) = nodes_now(&selector)
+        && let Ok(client) = &client
+        && let Ok(nodes) = runtime.block_on(nodes_now(client, &selector))
     {
         // As the group would choose them if it started now.
         group.spec.targets = nodes;
     }
-    let locks = held_now(lock_namespace);
+    let locks = match &client {
+        Ok(client) => runtime.block_on(held_now(client, lock_namespace)),
+        Err(why) => Err(why.clone()),
+    };
     print!(
         "{}",
         preview(&group, &plugins, &locks, Timestamp::now().as_second())
@@ -76,48 +88,31 @@ fn load_plugins(dir: &Path) -> anyhow::Result<BTreeMap<String, Arc<Plugin>>> {
 }
 
 /// The Nodes `selector` selects now, as targets, or why they could not be listed.
-fn nodes_now(selector: &TargetSelector) -> Result<Vec<Target>, String> {
+async fn nodes_now(
+    client: &kube::Client,
+    selector: &TargetSelector,
+) -> Result<Vec<Target>, String> {
     let labels = selector.selector().map_err(|e| e.to_string())?;
-    let read = async {
-        let client = kube::Client::try_default()
-            .await
-            .map_err(|e| format!("no cluster to ask ({e})"))?;
-        let nodes: Api<Node> = Api::all(client);
-        let listed = nodes
-            .list(&ListParams::default().labels_from(&labels))
-            .await
-            .map_err(|e| format!("cannot list the Nodes: {e}"))?;
-        Ok(nodes_as_targets(&listed.items, selector.address_type).targets)
-    };
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?
-        .block_on(read)
+    let nodes: Api<Node> = Api::all(client.clone());
+    let listed = nodes
+        .list(&ListParams::default().labels_from(&labels))
+        .await
+        .map_err(|e| format!("cannot list the Nodes: {e}"))?;
+    Ok(nodes_as_targets(&listed.items, selector.address_type).targets)
 }
 
 /// The lock Leases of `namespace` and who holds them, or why they could not be read.
-fn held_now(namespace: &str) -> Result<Held, String> {
-    let read = async {
-        let client = kube::Client::try_default()
-            .await
-            .map_err(|e| format!("no cluster to ask ({e})"))?;
-        let leases: Api<Lease> = Api::namespaced(client, namespace);
-        let listed = leases
-            .list(&ListParams::default().labels(LABEL_LOCK))
-            .await
-            .map_err(|e| format!("cannot list the lock Leases in {namespace}: {e}"))?;
-        Ok(listed
-            .items
-            .iter()
-            .map(|l| (l.name_any(), crate::locks::holder_name(l)))
-            .collect())
-    };
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| format!("cannot start the async runtime: {e}"))?
-        .block_on(read)
+async fn held_now(client: &kube::Client, namespace: &str) -> Result<Held, String> {
+    let leases: Api<Lease> = Api::namespaced(client.clone(), namespace);
+    let listed = leases
+        .list(&ListParams::default().labels(LABEL_LOCK))
+        .await
+        .map_err(|e| format!("cannot list the lock Leases in {namespace}: {e}"))?;
+    Ok(listed
+        .items
+        .iter()
+        .map(|l| (l.name_any(), crate::locks::holder_name(l)))
+        .collect())
 }
 
 /// The plan as people read it, at `now` (Unix seconds).
