@@ -71,6 +71,12 @@ enum Command {
         /// The namespace of the lock Leases (the operator's `--lock-namespace`).
         #[arg(long, default_value = "workflow-system")]
         lock_namespace: String,
+        /// `server`: first have the API server judge the group as it would at apply (its
+        /// schema, its rules, the admission webhook where one runs) without keeping it, as
+        /// `kubectl apply --dry-run=server` does; a refusal is the command's error. `none`
+        /// (the default): the group is checked here only.
+        #[arg(long = "dry-run", value_enum, default_value_t = DryRun::None)]
+        dry_run: DryRun,
     },
     /// Approve (or reject) a step that waits for approval, in its group's current run, as
     /// you: creates an Approval whose approver is the user the API server says you are.
@@ -247,6 +253,13 @@ struct WebhookArgs {
     webhook_check_secs: u64,
 }
 
+/// Whether `plan` has the API server judge the group too (`--dry-run`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum DryRun {
+    None,
+    Server,
+}
+
 #[derive(Clone, Copy, Debug, clap::ValueEnum)]
 enum LogFormat {
     Text,
@@ -268,7 +281,13 @@ fn main() -> ExitCode {
             file,
             plugins,
             lock_namespace,
-        } => workflow_operator::cli::plan::plan(&file, plugins.as_deref(), &lock_namespace),
+            dry_run,
+        } => workflow_operator::cli::plan::plan(
+            &file,
+            plugins.as_deref(),
+            &lock_namespace,
+            dry_run == DryRun::Server,
+        ),
         Command::Logs {
             group,
             step,

@@ -356,6 +356,95 @@ fn a_group_whose_params_its_plugin_refuses_is_refused_by_kubectl_apply_with_the_
     drop(webhook.registration);
 }
 
+/// `workflow-operator plan -f` of `yaml` (put in namespace `ns`) with `--dry-run=server`.
+fn plan_server_dry_run(ns: &str, yaml: &str) -> Output {
+    let dir = tempfile::tempdir().expect("a directory for the group file");
+    let file = dir.path().join("group.yaml");
+    let yaml = yaml.replacen("metadata:\n", &format!("metadata:\n  namespace: {ns}\n"), 1);
+    std::fs::write(&file, yaml).expect("write the group file");
+    Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args(["plan", "--dry-run=server", "-f"])
+        .arg(&file)
+        .env("KUBECONFIG", cluster().kubeconfig())
+        .output()
+        .expect("run workflow-operator plan")
+}
+
+#[test]
+fn a_server_side_dry_run_shows_the_plan_the_plugins_rendered_and_creates_nothing() {
+    let webhook = Webhook::start(
+        "e2e-webhook-plan",
+        &[("pre-check", built_plugin("pre-check"))],
+        &[],
+    );
+    let ns = &webhook.ns;
+    let good = group_yaml(
+        "planned",
+        &["pre-check", "post-check"],
+        "  rollout:\n    waveSize: 1\n  params:\n    pre-check:\n      requiredCommands: [\"ls\"]\n",
+        "",
+    );
+
+    // kubectl's own dry run prints the plan as the webhook's warnings, one line each, with the
+    // steps pre-check's plugin rendered and a word for the type no plugin answered for.
+    let out = webhook.apply(&good, true);
+    let said = stderr(&out);
+    assert!(out.status.success(), "{said}");
+    let plan: Vec<&str> = said
+        .lines()
+        .filter_map(|l| l.strip_prefix("Warning: plan: "))
+        .collect();
+    assert_eq!(
+        plan.first().copied(),
+        Some(
+            format!(
+                "WorkflowGroup {ns}/planned (cluster-expansion), cluster test-cluster: 1 target(s), 2 type(s), 1 wave(s); nothing is created"
+            )
+            .as_str()
+        ),
+        "{said}"
+    );
+    let pre_check = plan
+        .iter()
+        .find_map(|l| l.strip_prefix("  pre-check: "))
+        .unwrap_or_else(|| panic!("no pre-check line: {said}"));
+    assert!(
+        !pre_check.is_empty() && !pre_check.starts_with('('),
+        "pre-check's steps: {said}"
+    );
+    assert!(
+        plan.contains(&"  post-check: (steps not listed: no plugin of this type answered)"),
+        "{said}"
+    );
+    assert!(
+        plan.iter().any(|l| l.starts_with("wave 1: node-1 (")),
+        "{said}"
+    );
+
+    // The command line asks the API server the same way: the plugin's refusal is its error,
+    // and a group let in is planned.
+    let refused = plan_server_dry_run(ns, &refused_group("refused"));
+    assert!(!refused.status.success(), "{}", stdout(&refused));
+    assert!(
+        stderr(&refused).contains("would be refused by the API server")
+            && stderr(&refused).contains(PRE_CHECK_REFUSAL),
+        "{}",
+        stderr(&refused)
+    );
+    let accepted = plan_server_dry_run(ns, &good);
+    assert!(accepted.status.success(), "{}", stderr(&accepted));
+    let shown = stdout(&accepted);
+    assert!(
+        shown.starts_with(&format!("the API server accepts it in namespace {ns} ("))
+            && shown.contains("\nwave 1: node-1 ("),
+        "{shown}"
+    );
+    for name in ["planned", "refused"] {
+        let missing = cluster().kubectl(&["-n", ns, "get", "workflowgroup", name]);
+        assert!(!missing.status.success(), "{name} was created");
+    }
+}
+
 #[test]
 fn the_webhook_keeps_answering_while_its_serving_certificate_and_ca_are_renewed() {
     // A serving certificate renewed about every 4 s and a CA about every 19 s, checked every

@@ -12,13 +12,13 @@ use anyhow::anyhow;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
-use kube::api::{Api, ListParams};
+use kube::api::{Api, ListParams, Patch, PatchParams};
 use workflow_model::text;
 
 use k8s_openapi::api::core::v1::Node;
 
 use crate::api::window::Opening;
-use crate::api::{Target, TargetSelector, WorkflowGroup};
+use crate::api::{Target, TargetSelector, Workflow, WorkflowGroup};
 use crate::controllers::workflowgroup::plan::{Unit, spec_problem, units};
 use crate::controllers::workflowgroup::select::nodes_as_targets;
 use crate::locks::{LABEL_LOCK, claims};
@@ -31,11 +31,19 @@ pub type Held = BTreeMap<String, String>;
 
 /// Prints the plan of the group in `file`. Plugins (`*.wasm`) are read from `plugins` when
 /// given, to list each type's steps; the locks are read from `lock_namespace` of the current
-/// kubeconfig's cluster when there is one.
+/// kubeconfig's cluster when there is one. With `server_dry_run`, the API server is asked
+/// first to apply the group without keeping it (`kubectl apply --dry-run=server`): its schema,
+/// its rules and the admission webhook, where one runs, judge it as they would at apply.
 ///
 /// # Errors
-/// The file is not a WorkflowGroup, or its spec would be refused.
-pub fn plan(file: &Path, plugins: Option<&Path>, lock_namespace: &str) -> anyhow::Result<u8> {
+/// The file is not a WorkflowGroup, its spec would be refused, or (with `server_dry_run`) the
+/// API server refuses it or cannot be asked.
+pub fn plan(
+    file: &Path,
+    plugins: Option<&Path>,
+    lock_namespace: &str,
+    server_dry_run: bool,
+) -> anyhow::Result<u8> {
     let group = super::plugin::read_group(file)?;
     if let Some(problem) = spec_problem(&group) {
         return Err(anyhow!("{} would not run: {problem}", file.display()));
@@ -52,6 +60,18 @@ pub fn plan(file: &Path, plugins: Option<&Path>, lock_namespace: &str) -> anyhow
     let client = runtime
         .block_on(kube::Client::try_default())
         .map_err(|e| format!("no cluster to ask ({e})"));
+    if server_dry_run {
+        let client = client
+            .as_ref()
+            .map_err(|why| anyhow!("--dry-run=server needs a cluster: {why}"))?;
+        let namespace = runtime
+            .block_on(apply_dry_run(client, &group))
+            .map_err(|e| anyhow!("{} would be refused by the API server: {e}", file.display()))?;
+        println!(
+            "the API server accepts it in namespace {} (a server-side dry run: its schema, its rules and the admission webhook where one runs); nothing is kept",
+            word(&namespace)
+        );
+    }
     let mut group = group;
     if let Some(selector) = group.spec.target_selector.clone()
         && group.spec.targets.is_empty()
@@ -65,11 +85,27 @@ pub fn plan(file: &Path, plugins: Option<&Path>, lock_namespace: &str) -> anyhow
         Ok(client) => runtime.block_on(held_now(client, lock_namespace)),
         Err(why) => Err(why.clone()),
     };
-    print!(
-        "{}",
-        preview(&group, &plugins, &locks, Timestamp::now().as_second())
-    );
+    let now = Timestamp::now().as_second();
+    let steps = |type_: &str| steps_of(&group, plugins.get(type_), now);
+    print!("{}", preview(&group, &steps, &locks, now));
     Ok(0)
+}
+
+/// Applies `group` server-side without keeping it, in its namespace (by default the
+/// kubeconfig's): the namespace it was judged in, or the API server's refusal.
+async fn apply_dry_run(
+    client: &kube::Client,
+    group: &WorkflowGroup,
+) -> Result<String, kube::Error> {
+    let namespace = group
+        .namespace()
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let groups: Api<WorkflowGroup> = Api::namespaced(client.clone(), &namespace);
+    let params = PatchParams::apply("kubectl-workflow-plan").dry_run();
+    groups
+        .patch(&group.name_any(), &params, &Patch::Apply(group))
+        .await?;
+    Ok(namespace)
 }
 
 /// Every plugin of `dir`, by its type.
@@ -115,10 +151,11 @@ async fn held_now(client: &kube::Client, namespace: &str) -> Result<Held, String
         .collect())
 }
 
-/// The plan as people read it, at `now` (Unix seconds).
+/// The plan as people read it, at `now` (Unix seconds), with each type's steps as `steps`
+/// lists them.
 pub fn preview(
     group: &WorkflowGroup,
-    plugins: &BTreeMap<String, Arc<Plugin>>,
+    steps: &dyn Fn(&str) -> String,
     locks: &Result<Held, String>,
     now: i64,
 ) -> String {
@@ -151,7 +188,7 @@ pub fn preview(
     let steps: BTreeMap<&str, String> = spec
         .workflow_steps
         .iter()
-        .map(|t| (t.as_str(), steps_of(group, plugins.get(t), now)))
+        .map(|t| (t.as_str(), steps(t)))
         .collect();
     let mut wave = None;
     for (i, unit) in units.iter().enumerate() {
@@ -212,20 +249,23 @@ fn steps_of(group: &WorkflowGroup, plugin: Option<&Arc<Plugin>>, now: i64) -> St
         return "(steps: give --plugins with this type's .wasm)".into();
     };
     match render_workflow(group, plugin, now) {
-        Ok(workflow) => {
-            let steps: Vec<String> = workflow
-                .spec
-                .steps
-                .iter()
-                .map(|s| match s.depends_on.as_slice() {
-                    [] => word(&s.name),
-                    deps => format!("{} <- {}", word(&s.name), word(&deps.join(","))),
-                })
-                .collect();
-            steps.join("; ")
-        }
+        Ok(workflow) => steps_line(&workflow),
         Err(e) => format!("(its plugin refuses the group: {})", word(&e.to_string())),
     }
+}
+
+/// A rendered Workflow's steps in the order they may run: `name <- needs; ...`.
+pub fn steps_line(workflow: &Workflow) -> String {
+    let steps: Vec<String> = workflow
+        .spec
+        .steps
+        .iter()
+        .map(|s| match s.depends_on.as_slice() {
+            [] => word(&s.name),
+            deps => format!("{} <- {}", word(&s.name), word(&deps.join(","))),
+        })
+        .collect();
+    steps.join("; ")
 }
 
 /// Which of the group's locks are held now, and by whom.
@@ -278,13 +318,17 @@ mod tests {
         .expect("the example")
     }
 
+    fn no_plugins(_type: &str) -> String {
+        steps_of(&maintenance(), None, 0)
+    }
+
     #[test]
     fn the_plan_lists_each_wave_in_order_with_its_window_and_who_holds_its_targets() {
         let group = maintenance();
         let lease = claims(&group, &group.spec.targets[1..2])[0].leases[0].clone();
         let held = Ok(Held::from([(lease, "ops/kernel-patch".to_string())]));
         // Friday 2027-01-15T08:00:00Z: the window opens on Monday at 22:00 in Berlin.
-        let shown = preview(&group, &BTreeMap::new(), &held, 1_800_000_000);
+        let shown = preview(&group, &no_plugins, &held, 1_800_000_000);
         let lines: Vec<&str> = shown.lines().collect();
         assert_eq!(
             lines,
@@ -313,7 +357,7 @@ mod tests {
         group.spec.targets[0].ip = "10.0.0.1\u{1b}[2J".into();
         let shown = preview(
             &group,
-            &BTreeMap::new(),
+            &no_plugins,
             &Err("no cluster to ask".into()),
             1_800_000_000,
         );

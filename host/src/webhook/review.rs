@@ -5,6 +5,7 @@
 //! reviews never run more plugin calls at once than that, so the controllers (which call the
 //! same plugins from their own workers) keep the CPU and the instance pool.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,7 @@ use tracing::{debug, warn};
 use super::admission::{self, TypeAnswer, Verdict};
 use super::metrics::WebhookMetrics;
 use crate::api::WorkflowGroup;
+use crate::cli::plan::{preview, steps_line};
 use crate::plugin::{Plugin, PluginRegistry};
 use crate::render::render_workflow;
 
@@ -103,20 +105,27 @@ impl Reviewer {
             let group = group.clone();
             let permits = &self.plugin_calls;
             async move {
-                let answer = match plugin {
-                    None => TypeAnswer::NoPlugin,
+                let (answer, steps) = match plugin {
+                    None => (TypeAnswer::NoPlugin, None),
                     Some(plugin) => ask(&type_name, plugin, group, now, permits, deadline).await,
                 };
-                (type_name, answer)
+                ((type_name.clone(), answer), (type_name, steps))
             }
         });
-        let answers = futures::future::join_all(asked).await;
-        admission::decide(&answers)
+        let (answers, steps): (Vec<_>, BTreeMap<_, _>) =
+            futures::future::join_all(asked).await.into_iter().unzip();
+        let mut verdict = admission::decide(&answers);
+        if request.dry_run
+            && let Verdict::Allowed { warnings } = &mut verdict
+        {
+            warnings.extend(plan_warnings(&group, &steps, now));
+        }
+        verdict
     }
 }
 
 /// Renders the group with `plugin` as the controller would, as one of the reviews' plugin
-/// calls (`permits`), giving up at `deadline`.
+/// calls (`permits`), giving up at `deadline`: the answer, and the steps when it rendered.
 async fn ask(
     type_name: &str,
     plugin: Arc<Plugin>,
@@ -124,15 +133,59 @@ async fn ask(
     now: i64,
     permits: &Arc<Semaphore>,
     deadline: tokio::time::Instant,
-) -> TypeAnswer {
+) -> (TypeAnswer, Option<String>) {
     match bounded_call(permits, deadline, move || {
-        render_workflow(&group, &plugin, now).map(drop)
+        render_workflow(&group, &plugin, now).map(|w| steps_line(&w))
     })
     .await
     {
-        Ok(rendered) => TypeAnswer::of_render(type_name, rendered),
-        Err(why) => TypeAnswer::Unanswered(why.to_string()),
+        Ok(Ok(steps)) => (TypeAnswer::Accepted, Some(steps)),
+        Ok(Err(e)) => (TypeAnswer::of_render(type_name, Err(e)), None),
+        Err(why) => (TypeAnswer::Unanswered(why.to_string()), None),
     }
+}
+
+/// Most characters of one warning: the API server may cut longer ones.
+const MAX_WARNING_CHARS: usize = 256;
+/// Most characters of a dry run's plan in warnings, below the API server's 4096 for all the
+/// warnings of a request, leaving room for the others.
+const MAX_PLAN_CHARS: usize = 3072;
+
+/// The plan of a group a server-side dry run lets in, as warnings (`kubectl apply
+/// --dry-run=server` prints them): one per line of `kubectl workflow plan`, each type's steps
+/// as its plugin rendered them here. Long lines are cut and a long plan ends with how many
+/// lines were left out; the locks are not read here.
+fn plan_warnings(
+    group: &WorkflowGroup,
+    steps: &BTreeMap<String, Option<String>>,
+    now: i64,
+) -> Vec<String> {
+    let steps_of = |type_: &str| match steps.get(type_) {
+        Some(Some(steps)) => steps.clone(),
+        _ => "(steps not listed: no plugin of this type answered)".to_string(),
+    };
+    let locks = Err("not read by the webhook (`kubectl workflow plan -f` reads them)".to_string());
+    let shown = preview(group, &steps_of, &locks, now);
+    let lines: Vec<&str> = shown.lines().collect();
+    let mut warnings = Vec::new();
+    let mut used = 0;
+    for (i, line) in lines.iter().enumerate() {
+        let warning = format!("plan: {line}");
+        let warning = match warning.char_indices().nth(MAX_WARNING_CHARS - 1) {
+            Some((at, _)) => format!("{}…", &warning[..at]),
+            None => warning,
+        };
+        used += warning.chars().count();
+        if used > MAX_PLAN_CHARS {
+            warnings.push(format!(
+                "plan: {} more line(s): `kubectl workflow plan -f` shows them all",
+                lines.len() - i
+            ));
+            break;
+        }
+        warnings.push(warning);
+    }
+    warnings
 }
 
 /// Why a plugin call of a review gave no answer.
@@ -208,6 +261,86 @@ mod tests {
     use std::sync::mpsc;
 
     use super::*;
+
+    fn group_of_targets(n: usize) -> WorkflowGroup {
+        let mut group: WorkflowGroup = serde_saphyr::from_str(include_str!(
+            "../../../examples/workflowgroup-maintenance.yaml"
+        ))
+        .expect("the example");
+        let target = group.spec.targets[0].clone();
+        group.spec.targets = (0..n)
+            .map(|i| crate::api::Target {
+                name: format!("node-{i}"),
+                ..target.clone()
+            })
+            .collect();
+        group
+    }
+
+    #[test]
+    fn a_dry_runs_plan_is_a_warning_per_line_with_the_steps_the_plugins_rendered() {
+        let group = group_of_targets(3);
+        let steps = BTreeMap::from([
+            (
+                "pre-check".to_string(),
+                Some("ping; disk <- ping".to_string()),
+            ),
+            ("post-check".to_string(), None),
+        ]);
+        let warnings = plan_warnings(&group, &steps, 1_800_000_000);
+        assert!(
+            warnings.iter().all(|w| w.starts_with("plan: ")),
+            "{warnings:#?}"
+        );
+        assert!(
+            warnings.contains(&"plan:   pre-check: ping; disk <- ping".to_string()),
+            "{warnings:#?}"
+        );
+        assert!(
+            warnings.contains(
+                &"plan:   post-check: (steps not listed: no plugin of this type answered)"
+                    .to_string()
+            ),
+            "{warnings:#?}"
+        );
+        assert_eq!(
+            warnings.last().map(String::as_str),
+            Some(
+                "plan: locks: not checked: not read by the webhook (`kubectl workflow plan -f` reads them)"
+            )
+        );
+    }
+
+    #[test]
+    fn a_long_plan_fits_the_api_servers_limits_on_warnings_and_says_what_it_left_out() {
+        // waveSize 1: a wave (three lines) per target.
+        let group = group_of_targets(400);
+        let warnings = plan_warnings(&group, &BTreeMap::new(), 1_800_000_000);
+        assert!(
+            warnings
+                .iter()
+                .all(|w| w.chars().count() <= MAX_WARNING_CHARS),
+            "{warnings:#?}"
+        );
+        let total: usize = warnings.iter().map(|w| w.chars().count()).sum();
+        assert!(total <= 4096, "{total} characters");
+        let last = warnings.last().expect("warnings");
+        assert!(
+            last.starts_with("plan: ")
+                && last.ends_with(" more line(s): `kubectl workflow plan -f` shows them all"),
+            "{last}"
+        );
+        let mut wide = group_of_targets(1);
+        wide.spec.rollout = None;
+        wide.spec.targets[0].name = "n".repeat(300);
+        let warnings = plan_warnings(&wide, &BTreeMap::new(), 1_800_000_000);
+        let cut = warnings
+            .iter()
+            .find(|w| w.starts_with("plan: targets: "))
+            .expect("the targets line");
+        assert_eq!(cut.chars().count(), MAX_WARNING_CHARS, "{cut}");
+        assert!(cut.ends_with('…'), "{cut}");
+    }
 
     fn far() -> tokio::time::Instant {
         tokio::time::Instant::now() + Duration::from_secs(60)
