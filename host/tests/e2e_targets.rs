@@ -106,6 +106,38 @@ fn steps_act_on_each_target_over_ssh_with_a_secrets_key_and_a_host_that_is_down_
         message.contains("OK host-1"),
         "and the one that was fine: {message}"
     );
+
+    // Up again, the host that was down is the only target of the step in a re-run of the
+    // failed targets.
+    hosts.start_again(2);
+    cluster.kubectl_ok(&[
+        "-n",
+        &ns,
+        "patch",
+        "wfg",
+        "one-down",
+        "--type=merge",
+        "-p",
+        r#"{"spec":{"rerun":{"id":"host-2-up","targets":"Failed"}}}"#,
+    ]);
+    wait_group_phase(&ns, "one-down", "Completed", &mut operator);
+    let group = get(&ns, "workflowgroup/one-down");
+    assert_eq!(group["status"]["runs"][1]["targets"], "Failed", "{group:#}");
+    let pod = list(
+        &ns,
+        "pods",
+        Some("workflow.rxg456.cn/group-name=one-down,workflow.rxg456.cn/run=2"),
+    )
+    .into_iter()
+    .next()
+    .expect("run 2's step pod");
+    let report = pod["status"]["containerStatuses"][0]["state"]["terminated"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        report.starts_with("targets 1: 1 ok, 0 failed, 0 unreachable\nOK host-2 ("),
+        "run 2 acted on host-2 alone: {report:?}"
+    );
 }
 
 /// A group running `types` on `targets` on the real node, with `params` and the pod template

@@ -206,6 +206,27 @@ pub struct RerunRequest {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(length(max = 64))]
     pub types: Vec<String>,
+    /// `All` (the default): a step that runs again runs on all its targets. `Failed`: a step
+    /// that ran before runs again only on the targets it reported failed or unreachable (on all
+    /// of them when it never ran, or its report did not name every one).
+    #[serde(default, skip_serializing_if = "RerunTargets::is_all")]
+    pub targets: RerunTargets,
+}
+
+/// On which targets a re-run's steps run (`spec.rerun.targets`).
+#[derive(Deserialize, Serialize, Clone, Copy, Debug, Default, PartialEq, Eq, JsonSchema)]
+pub enum RerunTargets {
+    /// Every target of the step.
+    #[default]
+    All,
+    /// The targets where the step failed or that it could not reach.
+    Failed,
+}
+
+impl RerunTargets {
+    pub fn is_all(&self) -> bool {
+        *self == RerunTargets::All
+    }
 }
 
 /// Where a re-run starts.
@@ -247,6 +268,9 @@ pub struct RunStatus {
     /// The types it ran again whole.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub types: Vec<String>,
+    /// `Failed`: its steps ran again only on the targets where they had failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub targets: Option<RerunTargets>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -80,6 +80,9 @@ pub struct WorkflowRerun {
     /// Completed steps to run again too, with the dependents their plugin names.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub steps: Vec<String>,
+    /// `Failed`: a step that ran before runs only on the targets where it failed.
+    #[serde(default, skip_serializing_if = "RerunTargets::is_all")]
+    pub targets: RerunTargets,
 }
 
 fn workflow_params_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
@@ -96,6 +99,10 @@ pub struct StepDetail {
     /// Attempts started so far.
     #[serde(default)]
     pub attempts: u32,
+    /// The names of the targets it runs on in this run, when fewer than the Workflow's: those
+    /// it failed on or could not reach when it ran before (a re-run of `targets: Failed`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only_targets: Vec<String>,
     /// The pod of the latest attempt.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pod: Option<String>,

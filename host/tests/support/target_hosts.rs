@@ -53,6 +53,11 @@ impl TargetHosts {
         script(&["stop", path(self.dir.path()), &n.to_string()]);
     }
 
+    /// Starts host `n` again (after [`TargetHosts::stop`]), with a fresh root.
+    pub fn start_again(&self, n: usize) {
+        script(&["start", path(self.dir.path()), &n.to_string()]);
+    }
+
     /// Host `n` accepts connections but never answers (a stalled handshake).
     pub fn hang(&self, n: usize) {
         script(&["hang", path(self.dir.path()), &n.to_string()]);

@@ -196,6 +196,7 @@ async fn carry_out(
             "run": patch.rerun.run,
             "from": patch.rerun.from,
             "steps": patch.rerun.steps,
+            "targets": patch.rerun.targets,
         }}});
         api.patch(
             &patch.workflow,

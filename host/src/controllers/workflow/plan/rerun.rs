@@ -5,9 +5,35 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::jiff::Timestamp;
 
 use super::WorkflowPlan;
-use crate::api::{ConditionStatus, Phase, RerunFrom, Step, Workflow, rerun_pending};
+use crate::api::{
+    ConditionStatus, Phase, RerunFrom, RerunTargets, Step, StepDetail, Workflow, rerun_pending,
+};
 use crate::controllers::reason;
 use crate::controllers::status::{Transition, set_succeeded, succeeded_condition};
+
+/// Most bytes of the targets a step narrowed to its failed ones runs on, as JSON: the pod
+/// carries them in an annotation (all of a pod's together may not pass 256 KiB).
+pub const MAX_ONLY_TARGETS_JSON: usize = 128 * 1024;
+
+/// The names of the targets of `workflow` its step, which ended as `detail` says, failed on or
+/// could not reach, in the Workflow's order; `None` when that is not known for every one (no
+/// report, a report cut short, no target named) or they are too many for a pod to carry.
+fn failed_targets(detail: &StepDetail, workflow: &Workflow) -> Option<Vec<String>> {
+    let report = detail.targets.as_ref()?;
+    let named: BTreeSet<&str> = report.problems.iter().map(|p| p.name.as_str()).collect();
+    let reported = report.failed.saturating_add(report.unreachable);
+    if named.is_empty() || named.len() < reported as usize {
+        return None;
+    }
+    let only: Vec<&crate::api::Target> = workflow
+        .spec
+        .targets
+        .iter()
+        .filter(|t| named.contains(t.name.as_str()))
+        .collect();
+    let fits = serde_json::to_string(&only).is_ok_and(|j| j.len() <= MAX_ONLY_TARGETS_JSON);
+    (fits && only.len() == named.len()).then(|| only.iter().map(|t| t.name.clone()).collect())
+}
 
 /// The plan that starts a finished workflow again in its group's run `spec.rerun.run`: the steps
 /// to run again go back to Pending (with nothing of their earlier attempts), the others keep
@@ -51,9 +77,22 @@ pub fn plan_rerun(workflow: &Workflow, now: Timestamp) -> Option<WorkflowPlan> {
             ..WorkflowPlan::default()
         });
     }
+    let mut narrowed = Vec::new();
     for name in &again {
         status.step_status.insert(name.to_string(), Phase::Pending);
-        status.step_details.remove(*name);
+        let before = status.step_details.remove(*name);
+        let only = match rerun.targets {
+            RerunTargets::Failed => before.as_ref().and_then(|d| failed_targets(d, workflow)),
+            RerunTargets::All => None,
+        };
+        if let Some(only) = only {
+            narrowed.push(format!("{name} on {}", only.join(", ")));
+            let detail = StepDetail {
+                only_targets: only,
+                ..StepDetail::default()
+            };
+            status.step_details.insert(name.to_string(), detail);
+        }
     }
     let done = status
         .step_status
@@ -73,6 +112,9 @@ pub fn plan_rerun(workflow: &Workflow, now: Timestamp) -> Option<WorkflowPlan> {
         rerun.run,
         again.iter().copied().collect::<Vec<_>>().join(", ")
     );
+    if !narrowed.is_empty() {
+        message.push_str(&format!("; only where it failed: {}", narrowed.join("; ")));
+    }
     if !kept.is_empty() {
         message.push_str(&format!("; kept as completed: {}", kept.join(", ")));
     }

@@ -4,7 +4,8 @@ use kube::ResourceExt;
 
 use super::*;
 use crate::api::{
-    ANNOTATION_PLUGIN_DIGEST, RerunFrom, StepDetail, WorkflowRerun, WorkflowSpec, rerun_pending,
+    ANNOTATION_PLUGIN_DIGEST, RerunFrom, RerunTargets, StepDetail, Target, WorkflowRerun,
+    WorkflowSpec, rerun_pending,
 };
 use crate::controllers::status::kstatus_conditions;
 use crate::plugin::{Gate, GroupContext, Verdict};
@@ -371,6 +372,7 @@ fn a_rerun_keeps_the_completed_steps_and_runs_the_others_again_with_the_steps_na
         run: 3,
         from: RerunFrom::Failed,
         steps: vec!["a".into(), "no-such-step".into()],
+        ..WorkflowRerun::default()
     };
     let asked = finished_and_asked(wf.clone(), Phase::Completed, &all_done, rerun);
     let plan = plan_rerun(&asked, now()).expect("it runs again");
@@ -398,7 +400,7 @@ fn a_rerun_keeps_the_completed_steps_and_runs_the_others_again_with_the_steps_na
     let rerun = WorkflowRerun {
         run: 3,
         from: RerunFrom::All,
-        steps: vec![],
+        ..WorkflowRerun::default()
     };
     let asked = finished_and_asked(wf, Phase::Completed, &all_done, rerun);
     let plan = plan_rerun(&asked, now()).expect("it runs again");
@@ -408,6 +410,127 @@ fn a_rerun_keeps_the_completed_steps_and_runs_the_others_again_with_the_steps_na
             .values()
             .all(|p| *p == Phase::Pending)
     );
+}
+
+/// A report of `total` targets naming `problems` (`(name, unreachable)`), counting `counted`
+/// of them (more than named: a report cut short).
+fn report(total: u32, problems: &[(&str, bool)], counted: u32) -> workflow_model::TargetReport {
+    use workflow_model::report::{TargetOutcome, TargetResult};
+    workflow_model::TargetReport {
+        total,
+        ok: total - counted,
+        failed: counted,
+        unreachable: 0,
+        problems: problems
+            .iter()
+            .map(|(name, unreachable)| TargetResult {
+                name: name.to_string(),
+                outcome: if *unreachable {
+                    TargetOutcome::Unreachable
+                } else {
+                    TargetOutcome::Failed
+                },
+                reason: "it did not".into(),
+            })
+            .collect(),
+    }
+}
+
+#[test]
+fn a_rerun_of_failed_targets_runs_each_step_only_where_it_failed_when_its_report_says_where() {
+    let mut wf = workflow(&[("a", &[]), ("b", &["a"]), ("c", &[]), ("d", &[])]);
+    wf.spec.targets = (1..=4)
+        .map(|n| Target {
+            name: format!("node-{n}"),
+            ip: format!("10.0.0.{n}"),
+            role: "Worker".into(),
+        })
+        .collect();
+    let steps = [
+        ("a", Phase::Failed),
+        ("b", Phase::Pending),
+        ("c", Phase::Failed),
+        ("d", Phase::Failed),
+    ];
+    let rerun = WorkflowRerun {
+        run: 2,
+        targets: RerunTargets::Failed,
+        ..WorkflowRerun::default()
+    };
+    let mut asked = finished_and_asked(wf, Phase::Failed, &steps, rerun);
+    let details = &mut asked.status.as_mut().expect("status").step_details;
+    // a: node-3 failed and node-1 was unreachable, named in the Workflow's order.
+    details.get_mut("a").expect("a").targets =
+        Some(report(4, &[("node-3", false), ("node-1", true)], 2));
+    // c: a report cut short; d: the step failed without a report.
+    details.get_mut("c").expect("c").targets = Some(report(4, &[("node-2", false)], 3));
+
+    let plan = plan_rerun(&asked, now()).expect("it runs again");
+    let only = |step: &str| {
+        plan.status
+            .step_details
+            .get(step)
+            .map(|d| d.only_targets.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(only("a"), ["node-1", "node-3"]);
+    // b never ran, c's report does not name them all, d has none: all their targets.
+    assert!(only("b").is_empty() && only("c").is_empty() && only("d").is_empty());
+    assert_eq!(plan.status.step_details["a"].attempts, 0);
+    let (_, _, message) = condition(&plan);
+    assert_eq!(
+        message,
+        "run 2: running a, b, c, d again; only where it failed: a on node-1, node-3"
+    );
+
+    // The pod of a's next attempt carries those two and mounts them as its targets file.
+    let mut started = asked.clone();
+    started.status = Some(plan.status.clone());
+    let defaults = crate::controllers::context::StepDefaults::image("step:1");
+    let a = started.spec.steps[0].clone();
+    let pod = crate::controllers::workflow::pod::build_pod(&started, &a, 1, &defaults);
+    let annotation = &pod.metadata.annotations.as_ref().expect("annotations")
+        [crate::controllers::workflow::pod::ANNOTATION_TARGETS];
+    let carried: Vec<Target> = serde_json::from_str(annotation).expect("targets JSON");
+    let names: Vec<&str> = carried.iter().map(|t| t.name.as_str()).collect();
+    assert_eq!(names, ["node-1", "node-3"]);
+    let spec = pod.spec.expect("spec");
+    let env = |name: &str| {
+        spec.containers[0]
+            .env
+            .iter()
+            .flatten()
+            .find(|e| e.name == name)
+            .and_then(|e| e.value.clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(env("WORKFLOW_TARGET_NAMES"), "node-1 node-3");
+    assert_eq!(env("WORKFLOW_TARGET_COUNT"), "2");
+    assert_eq!(
+        env("WORKFLOW_TARGETS_SHA256"),
+        hex::encode(<sha2::Sha256 as sha2::Digest>::digest(
+            annotation.as_bytes()
+        ))
+    );
+    let volume = &spec.volumes.expect("volumes")[0];
+    let file = &volume
+        .downward_api
+        .as_ref()
+        .expect("a downward API volume")
+        .items
+        .as_ref()
+        .expect("items")[0];
+    assert_eq!(file.path, "targets.json");
+    assert_eq!(
+        file.field_ref.as_ref().map(|f| f.field_path.as_str()),
+        Some("metadata.annotations['workflow.rxg456.cn/targets']")
+    );
+    // b runs on all four, from the Workflow's ConfigMap.
+    let b = started.spec.steps[1].clone();
+    let pod = crate::controllers::workflow::pod::build_pod(&started, &b, 1, &defaults);
+    assert!(pod.metadata.annotations.is_none());
+    let spec = pod.spec.expect("spec");
+    assert!(spec.volumes.expect("volumes")[0].config_map.is_some());
 }
 
 #[test]

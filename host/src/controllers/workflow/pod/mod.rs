@@ -10,11 +10,13 @@
 //!
 //! This module builds the pod and what it mounts; [`evidence`] reads the attempt back from it.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, EnvVar, Pod, PodSecurityContext,
-    PodSpec, SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
+    Capabilities, ConfigMap, ConfigMapVolumeSource, Container, DownwardAPIVolumeFile,
+    DownwardAPIVolumeSource, EnvVar, ObjectFieldSelector, Pod, PodSecurityContext, PodSpec,
+    SeccompProfile, SecretVolumeSource, SecurityContext, Volume, VolumeMount,
 };
 use kube::api::ObjectMeta;
 use kube::{Resource, ResourceExt};
@@ -74,6 +76,9 @@ pub const TARGETS_FILE: &str = "/etc/workflow/targets.json";
 const TARGETS_DIR: &str = "/etc/workflow";
 const TARGETS_KEY: &str = "targets.json";
 const TARGETS_VOLUME: &str = "workflow-targets";
+/// On the pod of a step that runs on fewer targets than its Workflow's (a re-run of the failed
+/// ones): those targets, as JSON, which its targets file is made of.
+pub const ANNOTATION_TARGETS: &str = "workflow.rxg456.cn/targets";
 
 /// Largest target list (as JSON) that also travels in `WORKFLOW_TARGETS`,
 /// `WORKFLOW_TARGET_NAMES` and `WORKFLOW_TARGET_IPS`. The kernel refuses any single
@@ -119,6 +124,29 @@ fn targets_json(targets: &[Target]) -> String {
     serde_json::to_string(targets).unwrap_or_default()
 }
 
+/// The targets `step` runs on: those its status narrows it to in this run (a re-run of the
+/// failed ones), else all of the Workflow's, in the Workflow's order.
+pub fn step_targets<'a>(workflow: &'a Workflow, step: &Step) -> Cow<'a, [Target]> {
+    let only = workflow
+        .status
+        .as_ref()
+        .and_then(|s| s.step_details.get(&step.name))
+        .map(|d| &d.only_targets)
+        .filter(|only| !only.is_empty());
+    match only {
+        Some(only) => Cow::Owned(
+            workflow
+                .spec
+                .targets
+                .iter()
+                .filter(|t| only.contains(&t.name))
+                .cloned()
+                .collect(),
+        ),
+        None => Cow::Borrowed(&workflow.spec.targets),
+    }
+}
+
 /// The pod running `attempt` of `step`: `/bin/sh -c <command>` in the step's image, owned by
 /// the Workflow, never restarted by Kubernetes (the plugin decides about retries), stopped by
 /// the kubelet when it runs longer than the step's timeout. The Workflow's pod template gives
@@ -126,13 +154,17 @@ fn targets_json(targets: &[Target]) -> String {
 /// security context of its own it passes the `restricted` Pod Security Standard.
 pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &StepDefaults) -> Pod {
     let template = workflow.spec.pod_template.clone().unwrap_or_default();
-    let env = step_env(workflow, step, attempt, &template);
-    let (volumes, mounts) = step_volumes(workflow, step, &template, defaults);
+    let targets = step_targets(workflow, step);
+    let narrowed = matches!(targets, Cow::Owned(_));
+    let env = step_env(workflow, step, attempt, &template, &targets);
+    let (volumes, mounts) = step_volumes(workflow, step, &template, defaults, narrowed);
     Pod {
         metadata: ObjectMeta {
             name: Some(pod_name(workflow, &step.name, attempt)),
             namespace: workflow.namespace(),
             labels: Some(pod_labels(workflow, &step.name, attempt)),
+            annotations: narrowed
+                .then(|| BTreeMap::from([(ANNOTATION_TARGETS.into(), targets_json(&targets))])),
             owner_references: workflow.controller_owner_ref(&()).map(|r| vec![r]),
             ..ObjectMeta::default()
         },
@@ -184,8 +216,8 @@ fn step_env(
     step: &Step,
     attempt: u32,
     template: &StepPodTemplate,
+    targets: &[Target],
 ) -> Vec<EnvVar> {
-    let targets = &workflow.spec.targets;
     let json = targets_json(targets);
     let join = |f: fn(&Target) -> &str| targets.iter().map(f).collect::<Vec<_>>().join(" ");
     let mut env = vec![
@@ -237,23 +269,43 @@ fn step_env(
     env
 }
 
-/// The pod's volumes and the container's mounts: the targets' ConfigMap, the template's, and
-/// the fleet's SSH key for a step that logs in through the runner (unless the template mounts
+/// The pod's volumes and the container's mounts: the targets' ConfigMap (or, for a step
+/// `narrowed` to fewer targets, the pod's own annotation of them), the template's, and the
+/// fleet's SSH key for a step that logs in through the runner (unless the template mounts
 /// something there already).
 fn step_volumes(
     workflow: &Workflow,
     step: &Step,
     template: &StepPodTemplate,
     defaults: &StepDefaults,
+    narrowed: bool,
 ) -> (Vec<Volume>, Vec<VolumeMount>) {
-    let mut volumes = vec![Volume {
-        name: TARGETS_VOLUME.into(),
-        config_map: Some(ConfigMapVolumeSource {
-            name: targets_config_map_name(workflow),
-            optional: Some(false),
-            ..ConfigMapVolumeSource::default()
-        }),
-        ..Volume::default()
+    let mut volumes = vec![if narrowed {
+        Volume {
+            name: TARGETS_VOLUME.into(),
+            downward_api: Some(DownwardAPIVolumeSource {
+                items: Some(vec![DownwardAPIVolumeFile {
+                    path: TARGETS_KEY.into(),
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: format!("metadata.annotations['{ANNOTATION_TARGETS}']"),
+                        ..ObjectFieldSelector::default()
+                    }),
+                    ..DownwardAPIVolumeFile::default()
+                }]),
+                ..DownwardAPIVolumeSource::default()
+            }),
+            ..Volume::default()
+        }
+    } else {
+        Volume {
+            name: TARGETS_VOLUME.into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: targets_config_map_name(workflow),
+                optional: Some(false),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        }
     }];
     volumes.extend(
         template
@@ -353,7 +405,7 @@ pub fn approval_content(
     let mut hasher = Sha256::new();
     hasher.update(serde_json::to_vec(&spec).unwrap_or_default());
     hasher.update([0]);
-    hasher.update(targets_json(&workflow.spec.targets));
+    hasher.update(targets_json(&step_targets(workflow, step)));
     let digest = format!("sha256:{}", hex::encode(hasher.finalize()));
     (digest, content_line(workflow, step, defaults))
 }
@@ -370,7 +422,7 @@ fn content_line(workflow: &Workflow, step: &Step, defaults: &StepDefaults) -> St
         None => format!("`{}`", step.command),
     };
     let image = step.image.as_deref().unwrap_or(&defaults.image);
-    let targets = &workflow.spec.targets;
+    let targets = step_targets(workflow, step);
     let named: Vec<String> = targets
         .iter()
         .take(3)

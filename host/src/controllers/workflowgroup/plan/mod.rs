@@ -17,9 +17,9 @@ use kube::ResourceExt;
 use crate::api::window::{self, Opening};
 use crate::api::{
     ANNOTATION_RERUN, BudgetPolicy, ConditionStatus, IntOrString, MAX_LISTED_RUNS,
-    MAX_REMEMBERED_RERUN_IDS, Phase, RerunFrom, RerunRequest, RolloutStatus, RunStatus, Target,
-    WaveStatus, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference, WorkflowRerun,
-    rerun_id_digest,
+    MAX_REMEMBERED_RERUN_IDS, Phase, RerunFrom, RerunRequest, RerunTargets, RolloutStatus,
+    RunStatus, Target, WaveStatus, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
+    WorkflowRerun, rerun_id_digest,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -1081,6 +1081,7 @@ mod tests {
         let mut group = failed_at_setup();
         group.spec.rerun = Some(RerunRequest {
             id: "fix-1".into(),
+            targets: RerunTargets::Failed,
             ..RerunRequest::default()
         });
         let failed = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Failed)]);
@@ -1102,11 +1103,16 @@ mod tests {
             ),
             (2, Phase::Running, Some("fix-1"), Some(RerunFrom::Failed))
         );
+        assert_eq!(runs[1].targets, Some(RerunTargets::Failed));
         assert!(uuid::Uuid::parse_str(&runs[1].run_id).is_ok());
         assert_ne!(runs[0].run_id, runs[1].run_id);
         let (_, why, message) = condition(&plan);
         assert_eq!(why, reason::RERUNNING);
         assert!(message.starts_with("run 2 ("), "{message}");
+        assert!(
+            message.ends_with("from Failed, on the targets that failed"),
+            "{message}"
+        );
         assert!(plan.create.is_none() && plan.rerun.is_none());
 
         // Its turn: the completed pre-check is kept, the failed setup is asked to run again.
@@ -1120,7 +1126,8 @@ mod tests {
             WorkflowRerun {
                 run: 2,
                 from: RerunFrom::Failed,
-                steps: vec![]
+                steps: vec![],
+                targets: RerunTargets::Failed,
             }
         );
         assert!(plan.keep_locks);

@@ -72,6 +72,7 @@ pub fn workflow_rerun(run: &RunStatus, type_name: &str, phase: Phase) -> Option<
             RerunFrom::Failed
         },
         steps,
+        targets: run.targets.unwrap_or_default(),
     })
 }
 
@@ -108,6 +109,9 @@ pub(super) fn start_rerun(
     if !request.types.is_empty() {
         what.push_str(&format!(", types {}", request.types.join(", ")));
     }
+    if request.targets == RerunTargets::Failed {
+        what.push_str(", on the targets that failed");
+    }
     let message = format!("run {run} ({run_id}): re-run {:?} {what}", request.id);
     runs.push(RunStatus {
         run,
@@ -116,6 +120,7 @@ pub(super) fn start_rerun(
         from: Some(request.from),
         steps: request.steps,
         types: request.types,
+        targets: (!request.targets.is_all()).then_some(request.targets),
         start_time: Some(Time(now)),
         completion_time: None,
         phase: Phase::Running,
