@@ -11,6 +11,7 @@ use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WAVE, LABEL_WORKFLOW_TYPE, Workflow,
     WorkflowGroup, WorkflowSpec,
 };
+use crate::drain::{ReservedStep, with_drain};
 use crate::names::wave_workflow_name;
 use crate::plugin::{GroupContext, Plugin, PluginError, Target};
 
@@ -26,6 +27,9 @@ pub enum RenderError {
     /// The plugin failed or returned something unusable.
     #[error(transparent)]
     Plugin(#[from] PluginError),
+    /// `spec.drain` covers the type and one of the plugin's steps has a name it gives its own.
+    #[error("spec.drain: {0}")]
+    Drain(#[from] ReservedStep),
 }
 
 /// The plugin context for `workflow_type` in `group` at time `now` (Unix seconds).
@@ -143,6 +147,16 @@ fn render_group(
     // the plugin's schema, then its `validate`. `plugin render` and `plugin eval` come here too.
     plugin.validate(&context.params)?;
     let steps = plugin.template(&context)?;
+    let drain = group
+        .spec
+        .drain
+        .as_ref()
+        .filter(|d| d.covers(&type_name))
+        .cloned();
+    let steps = match &drain {
+        Some(drain) => with_drain(steps, drain)?,
+        None => steps,
+    };
 
     let mut labels: BTreeMap<String, String> = group.labels().clone();
     labels.insert(LABEL_GROUP_NAME.into(), group.name_any());
@@ -175,6 +189,7 @@ fn render_group(
             pod_template,
             rerun: None,
             awaiting_locks: false,
+            drain,
         },
         status: None,
     })

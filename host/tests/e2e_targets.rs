@@ -1022,3 +1022,238 @@ fn a_group_acts_on_the_nodes_its_selector_chose_when_it_started_and_on_no_node_l
     mark(workflow_e2e::REAL_NODE, false);
     mark("kwok-node-0", false);
 }
+
+/// Fake Nodes of kwok for one test, deleted when dropped: cordoned, drained and uncordoned
+/// for real through the API server, with nothing running on them but what kwok pretends.
+struct KwokNodes {
+    names: Vec<String>,
+}
+
+impl KwokNodes {
+    /// Nodes `<prefix>-<suffix>` for each suffix, labelled `e2e-drain=<prefix>`.
+    fn create(prefix: &str, suffixes: &[&str]) -> KwokNodes {
+        let names: Vec<String> = suffixes.iter().map(|s| format!("{prefix}-{s}")).collect();
+        for name in &names {
+            let node = serde_json::json!({
+                "apiVersion": "v1",
+                "kind": "Node",
+                "metadata": {
+                    "name": name,
+                    "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                    "labels": {"type": "kwok", "e2e-drain": prefix, "kubernetes.io/hostname": name},
+                },
+            });
+            cluster().apply_yaml_in("default", &node.to_string());
+        }
+        KwokNodes { names }
+    }
+}
+
+impl Drop for KwokNodes {
+    fn drop(&mut self) {
+        for name in &self.names {
+            let _ = cluster().kubectl(&["delete", "node", name, "--wait=false"]);
+        }
+    }
+}
+
+/// A Deployment of one pod pinned to Node `node` (kwok runs it).
+fn pinned_deployment(name: &str, node: &str) -> String {
+    serde_json::json!({
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": {"name": name},
+        "spec": {
+            "replicas": 1,
+            "selector": {"matchLabels": {"app": name}},
+            "template": {
+                "metadata": {"labels": {"app": name}},
+                "spec": {
+                    "nodeSelector": {"kubernetes.io/hostname": node},
+                    "containers": [{"name": "app", "image": "busybox:1.36"}],
+                },
+            },
+        },
+    })
+    .to_string()
+}
+
+/// The name of the running pod of `app` in `ns` on `node`.
+fn running_pod_of(ns: &str, app: &str, node: &str) -> String {
+    let (found, _) = workflow_e2e::poll_until(
+        std::time::Duration::from_millis(200),
+        std::time::Duration::from_secs(60),
+        &format!("a running pod of {app} on {node}"),
+        || {
+            list(ns, "pods", Some(&format!("app={app}")))
+                .into_iter()
+                .find(|p| p["spec"]["nodeName"] == node && p["status"]["phase"] == "Running")
+                .map(|p| text(&p, "/metadata/name").to_string())
+                .ok_or(())
+        },
+        |()| {
+            list(ns, "pods", Some(&format!("app={app}")))
+                .len()
+                .to_string()
+        },
+    );
+    found
+}
+
+/// The output of the pod of `step` of group `group`.
+fn step_log(ns: &str, group: &str, step: &str) -> String {
+    let pod = list(
+        ns,
+        "pods",
+        Some(&format!(
+            "workflow.rxg456.cn/group-name={group},workflow.rxg456.cn/step={step}"
+        )),
+    )
+    .into_iter()
+    .next()
+    .unwrap_or_else(|| panic!("the pod of {step} of {group}"));
+    cluster().kubectl_ok(&["-n", ns, "logs", text(&pod, "/metadata/name")])
+}
+
+#[test]
+fn a_drained_group_cordons_and_evicts_before_its_steps_and_uncordons_only_the_nodes_it_cordoned() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let ns = cluster.fresh_namespace("e2e-drain");
+    let nodes = KwokNodes::create(&ns, &["a", "b", "c"]);
+    let [a, b, c] = [&nodes.names[0], &nodes.names[1], &nodes.names[2]];
+    // The drain's account: it may get and patch Nodes, list pods and evict them.
+    let rbac = serde_json::json!({
+        "apiVersion": "v1",
+        "kind": "List",
+        "items": [
+            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "drainer", "namespace": ns}},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+             "metadata": {"name": format!("{ns}-drainer")},
+             "rules": [
+                {"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]},
+                {"apiGroups": [""], "resources": ["pods"], "verbs": ["list"]},
+                {"apiGroups": [""], "resources": ["pods/eviction"], "verbs": ["create"]},
+             ]},
+            {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+             "metadata": {"name": format!("{ns}-drainer")},
+             "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{ns}-drainer")},
+             "subjects": [{"kind": "ServiceAccount", "name": "drainer", "namespace": ns}]},
+        ],
+    });
+    cluster.apply_yaml_in(&ns, &rbac.to_string());
+    cluster.apply_yaml_in(&ns, &pinned_deployment("web", a));
+    cluster.apply_yaml_in(&ns, &pinned_deployment("shop", b));
+    let pdb = serde_json::json!({
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": {"name": "shop"},
+        "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "shop"}}},
+    });
+    cluster.apply_yaml_in(&ns, &pdb.to_string());
+    let web = running_pod_of(&ns, "web", a);
+    let shop = running_pod_of(&ns, "shop", b);
+    // Someone else's cordon, before the group.
+    cluster.kubectl_ok(&["cordon", c]);
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+
+    let drained = |name: &str, on: &[&String]| {
+        let targets: Vec<Value> = on
+            .iter()
+            .map(|n| serde_json::json!({"name": n, "ip": "127.0.0.1", "role": "Worker"}))
+            .collect();
+        let mut group: Value = serde_json::from_str(&real_node_at_group(
+            name,
+            serde_json::json!({"command": "true", "image": STEP_IMAGE}),
+            serde_json::json!({}),
+            Value::Array(targets),
+        ))
+        .expect("a group");
+        group["spec"]["drain"] =
+            serde_json::json!({"timeoutSeconds": 8, "serviceAccountName": "drainer"});
+        group.to_string()
+    };
+    cluster.apply_yaml_in(&ns, &drained("maintained", &[a, c]));
+    wait_group_phase(&ns, "maintained", "Completed", &mut operator);
+    let workflow = list(
+        &ns,
+        "workflows",
+        Some("workflow.rxg456.cn/group-name=maintained"),
+    )
+    .into_iter()
+    .next()
+    .expect("its Workflow");
+    let steps: Vec<&str> = workflow["spec"]["steps"]
+        .as_array()
+        .expect("steps")
+        .iter()
+        .map(|s| text(s, "/name"))
+        .collect();
+    assert_eq!(
+        steps,
+        ["cordon-and-drain", "run", "uncordon"],
+        "{workflow:#}"
+    );
+    // a was cordoned and its pod evicted, then a was made schedulable again; c, which someone
+    // else cordoned, stays cordoned.
+    let drain_log = step_log(&ns, "maintained", "cordon-and-drain");
+    assert!(
+        drain_log.contains(&format!("[{a}] cordoned"))
+            && drain_log.contains(&format!("[{a}] evicting {ns}/{web}"))
+            && drain_log.contains(&format!("[{c}] cordoned already (left as it was found)")),
+        "{drain_log}"
+    );
+    let gone = cluster.kubectl(&["-n", &ns, "get", "pod", &web]);
+    assert!(!gone.status.success(), "{web} was evicted");
+    let uncordon_log = step_log(&ns, "maintained", "uncordon");
+    assert!(
+        uncordon_log.contains(&format!("[{a}] uncordoned (cordoned by {ns}/maintained)"))
+            && uncordon_log.contains(&format!("[{c}] left cordoned: cordoned by someone else")),
+        "{uncordon_log}"
+    );
+    let node = |n: &str| cluster.kubectl_json(&["get", "node", n, "-o", "json"]);
+    let (node_a, node_c) = (node(a), node(c));
+    assert!(
+        node_a["spec"]["unschedulable"] != true
+            && node_a["metadata"]["annotations"]["workflow.rxg456.cn/cordoned-by"].is_null(),
+        "{node_a:#}"
+    );
+    assert_eq!(node_c["spec"]["unschedulable"], true, "{node_c:#}");
+
+    // A PodDisruptionBudget that allows no eviction: the drain fails its target naming the pod,
+    // the group fails before its steps, and the Node stays cordoned, recorded as the group's.
+    cluster.apply_yaml_in(&ns, &drained("blocked", &[b]));
+    wait_group_phase(&ns, "blocked", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/blocked"));
+    assert!(
+        message.contains(&format!(
+            "the drain of Node {b} did not finish in 8 s: blocked: {ns}/{shop}"
+        )),
+        "{message}"
+    );
+    let workflow = list(
+        &ns,
+        "workflows",
+        Some("workflow.rxg456.cn/group-name=blocked"),
+    )
+    .into_iter()
+    .next()
+    .expect("its Workflow");
+    assert_eq!(
+        workflow["status"]["stepStatus"]["run"], "Pending",
+        "{workflow:#}"
+    );
+    let node_b = node(b);
+    assert_eq!(node_b["spec"]["unschedulable"], true, "{node_b:#}");
+    assert_eq!(
+        node_b["metadata"]["annotations"]["workflow.rxg456.cn/cordoned-by"],
+        format!("{ns}/blocked")
+    );
+    cluster.kubectl_ok(&[
+        "delete",
+        "clusterrolebinding,clusterrole",
+        &format!("{ns}-drainer"),
+    ]);
+}

@@ -7,7 +7,8 @@
 //! time is up. DaemonSet pods and mirror pods stay (their controllers would put them back); a
 //! pod no controller manages, or one with `emptyDir` data, stops the drain unless allowed
 //! (`--drain-force`, `--drain-delete-emptydir-data`), as in `kubectl drain`. A drain that cannot
-//! finish names the pods that block it and why. Nothing is ever uncordoned.
+//! finish names the pods that block it and why. The drain never uncordons; `--uncordon` does,
+//! only for the Nodes the same group cordoned.
 
 use std::time::{Duration, Instant};
 
@@ -87,6 +88,16 @@ enum DrainError {
         timeout: Duration,
         blocked: Vec<String>,
     },
+    /// The Node could not be made schedulable again.
+    #[error(
+        "could not uncordon Node {name}: {source} (the step's service account needs patch on \
+         nodes)"
+    )]
+    Uncordon {
+        name: String,
+        #[source]
+        source: ApiError,
+    },
     /// The Node object could not be deleted.
     #[error(
         "could not delete Node {name}: {source} (the step's service account needs delete on \
@@ -112,6 +123,8 @@ pub struct DrainOptions {
     pub force: bool,
     /// Who cordons: `<namespace>/<group>`.
     pub owner: String,
+    /// The drain's own pod (`<namespace>/<name>`), which it never evicts.
+    pub own_pod: Option<String>,
 }
 
 /// Drains every target's Node, all at once, each within `options.timeout`.
@@ -143,6 +156,55 @@ pub fn drain(api: &Api, targets: &[Target], options: &DrainOptions) -> Vec<Targe
             })
             .collect()
     })
+}
+
+/// Makes every target's Node schedulable again when `owner` (`<namespace>/<group>`) cordoned
+/// it, removing the record; a Node cordoned by anyone else, or not cordoned, is left as it is
+/// (and counts as done).
+pub fn uncordon(api: &Api, targets: &[Target], owner: &str) -> Vec<TargetResult> {
+    targets
+        .iter()
+        .map(|target| {
+            let start = Instant::now();
+            let outcome = match uncordon_node(api, &target.name, owner) {
+                Ok(()) => Outcome::Succeeded,
+                Err(why) => Outcome::CheckFailed(why.to_string()),
+            };
+            result(target, outcome, start)
+        })
+        .collect()
+}
+
+fn uncordon_node(api: &Api, name: &str, owner: &str) -> Result<(), DrainError> {
+    let path = format!("/api/v1/nodes/{name}");
+    let Some(node) = api.get_json(&path)? else {
+        println!("[{name}] no Node named {name}: nothing to uncordon");
+        return Ok(());
+    };
+    let cordoned_by = node["metadata"]["annotations"][CORDONED_BY].as_str();
+    match (node["spec"]["unschedulable"] == true, cordoned_by) {
+        (true, Some(by)) if by == owner => {
+            // Test-and-set: the patch applies only to the Node as read, so a cordon by
+            // someone else in between is never undone.
+            let patch = json!({
+                "spec": {"unschedulable": false},
+                "metadata": {
+                    "annotations": {CORDONED_BY: null},
+                    "resourceVersion": node["metadata"]["resourceVersion"],
+                },
+            });
+            api.merge_patch(&path, &patch)
+                .map_err(|source| DrainError::Uncordon {
+                    name: name.to_owned(),
+                    source,
+                })?;
+            println!("[{name}] uncordoned (cordoned by {owner})");
+        }
+        (true, Some(by)) => println!("[{name}] left cordoned: cordoned by {by}, not {owner}"),
+        (true, None) => println!("[{name}] left cordoned: cordoned by someone else"),
+        (false, _) => println!("[{name}] schedulable already"),
+    }
+    Ok(())
 }
 
 /// Deletes every target's Node object (a Node that is gone already counts as deleted).
@@ -204,7 +266,8 @@ fn drain_node(api: &Api, name: &str, options: &DrainOptions) -> Result<(), Drain
     let deadline = Instant::now() + options.timeout;
     let mut evicting: Vec<String> = Vec::new();
     loop {
-        let pods = pods_on(api, name)?;
+        let mut pods = pods_on(api, name)?;
+        pods.retain(|pod| Some(pod_id(pod)) != options.own_pod);
         let mut blocked = Vec::new();
         for pod in &pods {
             let id = pod_id(pod);
@@ -355,6 +418,7 @@ mod tests {
             delete_empty_dir_data: false,
             force: false,
             owner: "ns/group".into(),
+            own_pod: None,
         }
     }
 

@@ -145,6 +145,11 @@ struct Args {
     /// Instead of running a command over SSH: delete each target's Node object.
     #[arg(long, env = "WORKFLOW_DELETE_NODES")]
     delete_nodes: bool,
+    /// Instead of running a command over SSH: make each target's Node schedulable again when
+    /// this step's group cordoned it (`--drain` recorded it on the Node); any other Node is
+    /// left as it is.
+    #[arg(long, env = "WORKFLOW_UNCORDON")]
+    uncordon: bool,
     /// A file sent to the command's standard input on every target (at most 1 MiB), e.g. a
     /// script from a ConfigMap the pod template mounts; without it the input is empty.
     #[arg(long, env = "WORKFLOW_SSH_STDIN_FILE")]
@@ -203,7 +208,7 @@ enum Error {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    if args.node_ready || args.drain || args.delete_nodes {
+    if args.node_ready || args.drain || args.delete_nodes || args.uncordon {
         return through_api(&args);
     }
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -494,17 +499,27 @@ fn through_api(args: &Args) -> ExitCode {
         Ok(api) => api,
         Err(why) => return refuse(args, &Error::Api(why)),
     };
+    let namespace = nodes::pod_namespace().unwrap_or_default();
+    let owner = format!(
+        "{namespace}/{}",
+        std::env::var("WORKFLOW_GROUP").unwrap_or_default()
+    );
     if args.drain {
-        let namespace = nodes::pod_namespace().unwrap_or_default();
-        let group = std::env::var("WORKFLOW_GROUP").unwrap_or_default();
         let options = drain::DrainOptions {
             timeout: Duration::from_secs(args.drain_timeout),
             grace_period: args.drain_grace_period,
             delete_empty_dir_data: args.drain_delete_emptydir_data,
             force: args.drain_force,
-            owner: format!("{namespace}/{group}"),
+            owner,
+            // The pod name is the host name: this step's own pod is never evicted.
+            own_pod: std::env::var("HOSTNAME")
+                .ok()
+                .map(|pod| format!("{namespace}/{pod}")),
         };
         return finish(args, &drain::drain(&api, &targets, &options));
+    }
+    if args.uncordon {
+        return finish(args, &drain::uncordon(&api, &targets, &owner));
     }
     if args.delete_nodes {
         return finish(args, &drain::delete_nodes(&api, &targets));

@@ -108,6 +108,60 @@ pub struct WorkflowGroupSpec {
     /// `workflow.rxg456.cn/rerun: <id>` does the same with the defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rerun: Option<RerunRequest>,
+    /// Cordon and drain the targets' Nodes before the Workflows of some types (each wave's
+    /// Workflow, in a rollout) and uncordon them after: for disruptive work on Nodes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
+}
+
+/// Cordoning and draining the targets' Nodes around disruptive work (`spec.drain`): a Workflow
+/// of a type it names first cordons its targets' Nodes and evicts their pods, as `kubectl
+/// drain` does, then runs its steps, then makes schedulable again the Nodes it cordoned.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Drain {
+    /// The workflow types that drain; every type of the group when empty.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 64), inner(length(max = 63)))]
+    pub types: Vec<String>,
+    /// Seconds a Node's drain may take (from 1; default 300). A drain that cannot finish fails
+    /// its target, naming the pods that block it; the Node stays cordoned.
+    #[serde(default = "default_drain_timeout")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: u32,
+    /// The evicted pods' grace period in seconds; their own when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(max = 86400))]
+    pub grace_period_seconds: Option<u32>,
+    /// Evict pods with `emptyDir` volumes too (their data is lost); otherwise such a pod stops
+    /// the drain.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub delete_empty_dir_data: bool,
+    /// Evict pods no controller manages too (nothing makes them again); otherwise such a pod
+    /// stops the drain.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub force: bool,
+    /// The service account of the drain's and the uncordon's step pods, in the group's
+    /// namespace: it must be allowed to get and patch nodes, list pods and create
+    /// pods/eviction (`deploy/join/` grants `workflow-node-joiner` in `workflow-nodes`).
+    #[serde(default = "default_drain_account")]
+    #[schemars(length(min = 1, max = 253))]
+    pub service_account_name: String,
+}
+
+fn default_drain_timeout() -> u32 {
+    300
+}
+
+fn default_drain_account() -> String {
+    "workflow-node-joiner".into()
+}
+
+impl Drain {
+    /// Whether the Workflows of `type_name` drain.
+    pub fn covers(&self, type_name: &str) -> bool {
+        self.types.is_empty() || self.types.iter().any(|t| t == type_name)
+    }
 }
 
 /// Nodes as targets (`spec.targetSelector`).

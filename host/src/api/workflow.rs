@@ -56,6 +56,11 @@ pub struct WorkflowSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(schema_with = "pod_template_schema")]
     pub pod_template: Option<StepPodTemplate>,
+    /// Its group's `spec.drain`, when its type drains: the Workflow's first step cordons and
+    /// drains its targets' Nodes and its last uncordons them, and these steps' pods run as
+    /// its service account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drain: Option<Drain>,
     /// Set by its group: the run of the group this workflow belongs to, and for a finished
     /// workflow what to run again in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -46,6 +46,9 @@ impl TypeAnswer {
             Err(RenderError::NoPlugin(_)) => TypeAnswer::NoPlugin,
             Err(RenderError::TypeNotInGroup { .. }) => TypeAnswer::Accepted,
             Err(RenderError::Plugin(error)) => Self::of_plugin_error(type_name, error),
+            Err(error @ RenderError::Drain(_)) => {
+                TypeAnswer::Refused(format!("workflow type {type_name}: {error}"))
+            }
         }
     }
 

@@ -106,6 +106,10 @@ pub fn plan_workflow(
     defaults: &StepDefaults,
     now: Timestamp,
 ) -> WorkflowPlan {
+    let judge = &crate::drain::WithDrain {
+        plugin: judge,
+        workflow,
+    };
     let old = workflow.status.clone().unwrap_or_default();
     let mut plan = WorkflowPlan {
         status: old.clone(),

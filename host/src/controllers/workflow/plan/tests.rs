@@ -168,6 +168,7 @@ fn workflow(steps: &[(&str, &[&str])]) -> Workflow {
             awaiting_locks: false,
             params: None,
             pod_template: None,
+            drain: None,
         },
     );
     wf.metadata.namespace = Some("ns".into());

@@ -1419,6 +1419,18 @@ mod tests {
         let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
         assert_eq!(condition(&plan).1, "InvalidSpec");
         assert!(condition(&plan).2.contains("spec.params.nope"));
+
+        let mut group = sample();
+        group.spec.drain = Some(
+            serde_json::from_value(serde_json::json!({"types": ["setup", "upgrade"]}))
+                .expect("a drain"),
+        );
+        let plan = plan_group(&group, &BTreeMap::new(), &all_loaded(), now());
+        assert_eq!(condition(&plan).1, "InvalidSpec");
+        assert_eq!(
+            condition(&plan).2,
+            "spec.drain.types: \"upgrade\" is not one of spec.workflowSteps"
+        );
     }
 
     #[test]

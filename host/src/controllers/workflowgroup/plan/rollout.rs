@@ -249,6 +249,13 @@ pub fn spec_problem(group: &WorkflowGroup) -> Option<String> {
             "spec.params.{k}: {k:?} is not one of spec.workflowSteps"
         ));
     }
+    if let Some(drain) = &group.spec.drain
+        && let Some(t) = drain.types.iter().find(|t| !seen.contains(t))
+    {
+        return Some(format!(
+            "spec.drain.types: {t:?} is not one of spec.workflowSteps"
+        ));
+    }
     if let Some(selector) = &group.spec.target_selector {
         if !group.spec.targets.is_empty()
             && group
