@@ -7,7 +7,7 @@
 //! - [`names`]: the name of every object the operator creates.
 //! - [`graph`]: a workflow's steps as a validated dependency graph (from `workflow-model`).
 //! - [`controllers`]: the WorkflowGroup and Workflow controllers.
-//! - [`drain`]: the steps that cordon and drain the targets' Nodes around a Workflow.
+//! - [`operator_steps`]: the steps the operator adds to a Workflow: cordon and drain, uncordon, the health gate.
 //! - [`locks`]: the locks on targets that keep groups apart; [`approvals`]: which approvals
 //!   of steps count.
 //! - [`cli`]: subcommands of the `workflow-operator` binary.
@@ -20,11 +20,11 @@ pub mod api;
 pub mod approvals;
 pub mod cli;
 pub mod controllers;
-pub mod drain;
 pub mod http;
 pub mod leader;
 pub mod locks;
 pub mod names;
+pub mod operator_steps;
 pub mod plugin;
 pub mod plugin_configmaps;
 pub mod provenance;

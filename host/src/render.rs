@@ -11,8 +11,8 @@ use crate::api::{
     ANNOTATION_PLUGIN_DIGEST, LABEL_GROUP_NAME, LABEL_WAVE, LABEL_WORKFLOW_TYPE, Workflow,
     WorkflowGroup, WorkflowSpec,
 };
-use crate::drain::{ReservedStep, with_drain};
 use crate::names::wave_workflow_name;
+use crate::operator_steps::{ReservedStep, with_drain, with_gate};
 use crate::plugin::{GroupContext, Plugin, PluginError, Target};
 
 /// Why a Workflow could not be rendered.
@@ -27,9 +27,10 @@ pub enum RenderError {
     /// The plugin failed or returned something unusable.
     #[error(transparent)]
     Plugin(#[from] PluginError),
-    /// `spec.drain` covers the type and one of the plugin's steps has a name it gives its own.
-    #[error("spec.drain: {0}")]
-    Drain(#[from] ReservedStep),
+    /// The operator adds a step (`spec.drain`, `spec.rollout.healthGate`) with the name of one
+    /// of the plugin's.
+    #[error(transparent)]
+    Reserved(#[from] ReservedStep),
 }
 
 /// The plugin context for `workflow_type` in `group` at time `now` (Unix seconds).
@@ -157,6 +158,18 @@ fn render_group(
         Some(drain) => with_drain(steps, drain)?,
         None => steps,
     };
+    // The health gate opens each wave after the first, in its first Workflow.
+    let health_gate = group
+        .spec
+        .rollout
+        .as_ref()
+        .and_then(|r| r.health_gate.clone())
+        .filter(|_| wave.is_some_and(|w| w > 1))
+        .filter(|_| group.spec.workflow_steps.first() == Some(&type_name));
+    let steps = match &health_gate {
+        Some(gate) => with_gate(steps, gate)?,
+        None => steps,
+    };
 
     let mut labels: BTreeMap<String, String> = group.labels().clone();
     labels.insert(LABEL_GROUP_NAME.into(), group.name_any());
@@ -190,6 +203,7 @@ fn render_group(
             rerun: None,
             awaiting_locks: false,
             drain,
+            health_gate,
         },
         status: None,
     })

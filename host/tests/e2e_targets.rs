@@ -1257,3 +1257,66 @@ fn a_drained_group_cordons_and_evicts_before_its_steps_and_uncordons_only_the_no
         &format!("{ns}-drainer"),
     ]);
 }
+
+#[test]
+fn a_health_gate_opens_each_wave_after_the_first_and_a_failing_one_stops_the_rollout() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let ns = cluster.fresh_namespace("e2e-gate");
+    let plugins = plugin_dir(&["at"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+    let gated = |name: &str, check: &str| {
+        let targets = serde_json::json!([
+            {"name": "node-1", "ip": "127.0.0.1", "role": "Worker"},
+            {"name": "node-2", "ip": "127.0.0.1", "role": "Worker"},
+        ]);
+        let mut group: Value = serde_json::from_str(&real_node_at_group(
+            name,
+            serde_json::json!({"command": "true", "image": STEP_IMAGE}),
+            serde_json::json!({}),
+            targets,
+        ))
+        .expect("a group");
+        group["spec"]["rollout"] =
+            serde_json::json!({"waveSize": 1, "healthGate": {"command": check, "retries": 1}});
+        group.to_string()
+    };
+    cluster.apply_yaml_in(&ns, &gated("healthy", "echo fleet ok"));
+    cluster.apply_yaml_in(
+        &ns,
+        &gated("unhealthy", "echo fleet unhealthy: 3 alerts firing; exit 1"),
+    );
+
+    wait_group_phase(&ns, "healthy", "Completed", &mut operator);
+    let steps_of_wave = |group: &str, wave: u32| -> Vec<String> {
+        wave_workflows(&ns, group, wave)
+            .first()
+            .and_then(|w| w["spec"]["steps"].as_array().cloned())
+            .unwrap_or_default()
+            .iter()
+            .map(|s| text(s, "/name").to_string())
+            .collect()
+    };
+    assert_eq!(steps_of_wave("healthy", 1), ["run"]);
+    assert_eq!(steps_of_wave("healthy", 2), ["health-gate", "run"]);
+
+    // The gate fails twice (once, then its one retry): wave 2 fails before its step runs, and
+    // with no failed target tolerated the group fails, saying what the check said.
+    wait_group_phase(&ns, "unhealthy", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/unhealthy"));
+    assert!(
+        message.contains(
+            "step health-gate failed after 2 attempt(s): fleet unhealthy: 3 alerts firing"
+        ),
+        "{message}"
+    );
+    let wave_2 = wave_workflows(&ns, "unhealthy", 2);
+    let workflow = wave_2.first().expect("wave 2's Workflow");
+    assert_eq!(
+        workflow["status"]["stepStatus"]["run"], "Pending",
+        "{workflow:#}"
+    );
+    let group = get(&ns, "workflowgroup/unhealthy");
+    assert_eq!(group["status"]["rollout"]["failedTargets"], 1, "{group:#}");
+}

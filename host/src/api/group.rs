@@ -401,6 +401,43 @@ pub struct Rollout {
     /// started runs to its end. The group says when the window opens next.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub window: Option<MaintenanceWindow>,
+    /// A check of the fleet's health before each wave after the first (after the rest between
+    /// waves): the first step of the wave's first Workflow. While it fails the wave does not
+    /// go on: it fails, and counts against `maxFailedTargets`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_gate: Option<HealthGate>,
+}
+
+/// A check before a wave (`spec.rollout.healthGate`): a command whose exit code says whether
+/// the fleet is healthy enough for the next wave, e.g. a query of the metrics.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct HealthGate {
+    /// Run by `/bin/sh -c` in the step pod (with the wave's targets in its environment, as
+    /// every step has them); exit code 0 lets the wave go on.
+    #[schemars(length(min = 1, max = 4096))]
+    pub command: String,
+    /// The step pod's image; the step image when unset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 512))]
+    pub image: Option<String>,
+    /// Seconds one check may take (from 1; default 300).
+    #[serde(default = "default_gate_timeout")]
+    #[schemars(range(min = 1, max = 86400))]
+    pub timeout_seconds: u32,
+    /// Checks after a failed first one before the wave fails (default 0), each started as soon
+    /// as the one before failed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    #[schemars(range(max = 20))]
+    pub retries: u32,
+}
+
+fn default_gate_timeout() -> u32 {
+    300
+}
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
 }
 
 impl Rollout {

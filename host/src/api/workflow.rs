@@ -61,6 +61,10 @@ pub struct WorkflowSpec {
     /// its service account.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drain: Option<Drain>,
+    /// Its group's `spec.rollout.healthGate`, when it is the first Workflow of a wave after the
+    /// first: its first step checks the fleet's health before the wave goes on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health_gate: Option<HealthGate>,
     /// Set by its group: the run of the group this workflow belongs to, and for a finished
     /// workflow what to run again in it.
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -231,6 +231,13 @@ fn timing(out: &mut String, group: &WorkflowGroup, now: i64) {
     if let Some(pause) = &rollout.pause_between_waves {
         let _ = writeln!(out, "rest between waves: {}", word(pause));
     }
+    if let Some(gate) = &rollout.health_gate {
+        let _ = writeln!(
+            out,
+            "health gate before each wave after the first: `{}`",
+            word(&gate.command)
+        );
+    }
     let Some(window) = &rollout.window else {
         return;
     };
@@ -352,6 +359,22 @@ mod tests {
 
     #[test]
     fn a_plan_without_a_cluster_says_the_locks_were_not_checked_and_escapes_what_it_shows() {
+        let mut gated = maintenance();
+        if let Some(rollout) = gated.spec.rollout.as_mut() {
+            rollout.health_gate = Some(crate::api::HealthGate {
+                command: "curl -sf http://metrics/ok".into(),
+                image: None,
+                timeout_seconds: 60,
+                retries: 0,
+            });
+        }
+        let shown = preview(&gated, &no_plugins, &Err("none".into()), 1_800_000_000);
+        assert!(
+            shown.contains(
+                "\nrest between waves: 10m\nhealth gate before each wave after the first: `curl -sf http://metrics/ok`\n"
+            ),
+            "{shown}"
+        );
         let mut group = maintenance();
         group.spec.rollout = None;
         group.spec.targets[0].ip = "10.0.0.1\u{1b}[2J".into();

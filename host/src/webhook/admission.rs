@@ -46,7 +46,7 @@ impl TypeAnswer {
             Err(RenderError::NoPlugin(_)) => TypeAnswer::NoPlugin,
             Err(RenderError::TypeNotInGroup { .. }) => TypeAnswer::Accepted,
             Err(RenderError::Plugin(error)) => Self::of_plugin_error(type_name, error),
-            Err(error @ RenderError::Drain(_)) => {
+            Err(error @ RenderError::Reserved(_)) => {
                 TypeAnswer::Refused(format!("workflow type {type_name}: {error}"))
             }
         }
@@ -383,6 +383,7 @@ mod tests {
                 end: "02:00".into(),
                 time_zone: None,
             }),
+            health_gate: None,
         };
         let mut group = sample();
         group.spec.rollout = Some(never.clone());

@@ -169,6 +169,7 @@ fn workflow(steps: &[(&str, &[&str])]) -> Workflow {
             params: None,
             pod_template: None,
             drain: None,
+            health_gate: None,
         },
     );
     wf.metadata.namespace = Some("ns".into());

@@ -501,6 +501,7 @@ mod tests {
             on_budget_exceeded: policy,
             pause_between_waves: None,
             window: None,
+            health_gate: None,
         });
         group
     }

@@ -1,5 +1,9 @@
-//! Cordon and drain around disruptive work (`spec.drain`): the two steps the operator adds to
-//! a Workflow of a type that drains, how they are judged, and the account they run as.
+//! The steps the operator adds to a Workflow, beside its plugin's: cordon and drain around
+//! disruptive work (`spec.drain`), and the health gate before a wave
+//! (`spec.rollout.healthGate`); how they are judged, and the account the drain's run as.
+//! These steps are the operator's: no plugin gates or judges them.
+//!
+//! ## Cordon and drain
 //!
 //! The first step, [`DRAIN_STEP`], cordons each target's Node (recording the group on it) and
 //! evicts its pods through the Eviction API (`workflow-runner --drain`); every step of the
@@ -8,11 +12,18 @@
 //! (`workflow-runner --uncordon`). A drain that cannot finish fails its target, naming the
 //! pods that block it, and the Workflow fails as any failed step fails it: the steps after it
 //! do not run and its Nodes stay cordoned, as `kubectl drain` leaves them, for a person or a
-//! re-run to look at. These steps are the operator's: no plugin gates or judges them.
+//! re-run to look at.
+//!
+//! ## The health gate
+//!
+//! The first Workflow of each wave after the first begins with [`GATE_STEP`], the group's
+//! command; every other step of the Workflow (the drain's too) waits for it. Its failure, after
+//! its retries, fails the Workflow and so the wave before it touched a target, and the wave's
+//! targets count against the failure budget.
 
 use workflow_model::{Gate, Step, StepOutcome, Verdict};
 
-use crate::api::{Drain, Workflow};
+use crate::api::{Drain, HealthGate, Workflow};
 use crate::controllers::workflow::step::StepJudge;
 use crate::plugin::{self, PluginError};
 
@@ -20,19 +31,51 @@ use crate::plugin::{self, PluginError};
 pub const DRAIN_STEP: &str = "cordon-and-drain";
 /// The step that uncordons the Nodes the drain cordoned.
 pub const UNCORDON_STEP: &str = "uncordon";
+/// The health gate's step.
+pub const GATE_STEP: &str = "health-gate";
 /// How long an uncordon may take, in seconds.
 const UNCORDON_TIMEOUT: u32 = 300;
 /// What a drain step's attempt may take beyond the drain's own timeout: the pod's start and
 /// its report.
 const DRAIN_STEP_SLACK: u32 = 120;
 
-/// Why a plugin's steps cannot be wrapped in a drain.
+/// Why a plugin's steps cannot be wrapped in the operator's.
 #[derive(Debug, thiserror::Error)]
 #[error(
-    "step {0:?} of the plugin has a name spec.drain gives its own step; drain another type, or \
-     rename the step"
+    "{field}: the plugin's step {step:?} has the name of a step this field adds; rename the step"
 )]
-pub struct ReservedStep(pub String);
+pub struct ReservedStep {
+    pub step: String,
+    /// The field that adds the step: `spec.drain` or `spec.rollout.healthGate`.
+    pub field: &'static str,
+}
+
+/// `steps` after the health gate.
+///
+/// # Errors
+/// A step of the plugin already has its name.
+pub fn with_gate(mut steps: Vec<Step>, gate: &HealthGate) -> Result<Vec<Step>, ReservedStep> {
+    if steps.iter().any(|s| s.name == GATE_STEP) {
+        return Err(ReservedStep {
+            step: GATE_STEP.into(),
+            field: "spec.rollout.healthGate",
+        });
+    }
+    for step in &mut steps {
+        if step.depends_on.is_empty() {
+            step.depends_on.push(GATE_STEP.into());
+        }
+    }
+    let mut check = Step::new(GATE_STEP, gate.command.clone())
+        .description("Checks the fleet's health before the wave (spec.rollout.healthGate)")
+        .timeout_secs(gate.timeout_seconds)
+        .retries(gate.retries);
+    if let Some(image) = &gate.image {
+        check = check.image(image.clone());
+    }
+    steps.insert(0, check);
+    Ok(steps)
+}
 
 /// `steps` with the drain before them and the uncordon after them.
 ///
@@ -43,7 +86,10 @@ pub fn with_drain(mut steps: Vec<Step>, drain: &Drain) -> Result<Vec<Step>, Rese
         .iter()
         .find(|s| s.name == DRAIN_STEP || s.name == UNCORDON_STEP)
     {
-        return Err(ReservedStep(taken.name.clone()));
+        return Err(ReservedStep {
+            step: taken.name.clone(),
+            field: "spec.drain",
+        });
     }
     let leaves: Vec<String> = steps
         .iter()
@@ -88,26 +134,32 @@ pub fn is_drain_step(workflow: &Workflow, step: &str) -> bool {
     workflow.spec.drain.is_some() && (step == DRAIN_STEP || step == UNCORDON_STEP)
 }
 
+/// Whether `step` of `workflow` is one the operator added (and judges).
+pub fn is_operator_step(workflow: &Workflow, step: &str) -> bool {
+    is_drain_step(workflow, step) || (workflow.spec.health_gate.is_some() && step == GATE_STEP)
+}
+
 /// The service account `step`'s pod runs as when it is one of the drain's steps.
 pub fn service_account<'a>(workflow: &'a Workflow, step: &str) -> Option<&'a str> {
     let drain = workflow.spec.drain.as_ref()?;
     is_drain_step(workflow, step).then_some(drain.service_account_name.as_str())
 }
 
-/// The plugin's judge, with the drain's steps judged by the operator: they start as soon as
-/// they are ready, and complete when every target is done.
-pub struct WithDrain<'a> {
+/// The plugin's judge, with the operator's steps judged by the operator: they start as soon
+/// as they are ready, and complete when their pod succeeded (for the drain's, when every target
+/// is done).
+pub struct WithOperatorSteps<'a> {
     pub plugin: &'a dyn StepJudge,
     pub workflow: &'a Workflow,
 }
 
-impl StepJudge for WithDrain<'_> {
+impl StepJudge for WithOperatorSteps<'_> {
     fn validate(&self, params: &serde_json::Value) -> Result<(), PluginError> {
         self.plugin.validate(params)
     }
 
     fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError> {
-        if is_drain_step(self.workflow, &step.name) {
+        if is_operator_step(self.workflow, &step.name) {
             return Ok(Gate::StartNow);
         }
         self.plugin.gate(step, ctx)
@@ -119,15 +171,16 @@ impl StepJudge for WithDrain<'_> {
         outcome: &StepOutcome,
         ctx: &plugin::GroupContext,
     ) -> Result<Verdict, PluginError> {
-        if is_drain_step(self.workflow, &step.name) {
+        if is_operator_step(self.workflow, &step.name) {
             return Ok(judge(outcome));
         }
         self.plugin.evaluate(step, outcome, ctx)
     }
 }
 
-/// A drain step's verdict: completed when its pod succeeded (every target done), else failed
-/// naming each target that is not and why.
+/// An operator step's verdict: completed when its pod succeeded, else worth another try
+/// (within the step's retries: none but the health gate's) naming each target that is not done
+/// and why, or what the step said.
 fn judge(outcome: &StepOutcome) -> Verdict {
     if outcome.succeeded {
         return Verdict::Completed;
@@ -144,7 +197,7 @@ fn judge(outcome: &StepOutcome) -> Verdict {
             message => message.to_string(),
         },
     };
-    Verdict::Failed(why)
+    Verdict::Retry(why)
 }
 
 #[cfg(test)]
@@ -207,6 +260,41 @@ mod tests {
         graph_is_valid(&wrapped);
     }
 
+    #[test]
+    fn the_health_gate_comes_before_every_step_the_drain_included() {
+        let gate: HealthGate = serde_json::from_value(serde_json::json!({
+            "command": "curl -sf http://metrics/ok", "image": "curl:8", "retries": 2
+        }))
+        .expect("a gate");
+        let steps = with_drain(vec![Step::new("a", "a.sh")], &drain()).expect("drained");
+        let gated = with_gate(steps, &gate).expect("gated");
+        let graph: Vec<(&str, Vec<&str>)> = gated
+            .iter()
+            .map(|s| {
+                (
+                    s.name.as_str(),
+                    s.depends_on.iter().map(String::as_str).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(
+            graph,
+            [
+                (GATE_STEP, vec![]),
+                (DRAIN_STEP, vec![GATE_STEP]),
+                ("a", vec![DRAIN_STEP]),
+                (UNCORDON_STEP, vec!["a"]),
+            ]
+        );
+        let check = &gated[0];
+        assert_eq!(check.command, "curl -sf http://metrics/ok");
+        assert_eq!(check.image.as_deref(), Some("curl:8"));
+        assert_eq!((check.timeout_seconds, check.retries), (Some(300), Some(2)));
+        graph_is_valid(&gated);
+        let err = with_gate(gated, &gate).unwrap_err();
+        assert_eq!(err.field, "spec.rollout.healthGate");
+    }
+
     fn graph_is_valid(steps: &[Step]) {
         crate::graph::StepGraph::new(
             steps
@@ -219,10 +307,10 @@ mod tests {
     #[test]
     fn a_plugin_step_named_as_the_drains_is_refused_naming_it() {
         let err = with_drain(vec![Step::new(UNCORDON_STEP, "x")], &drain()).unwrap_err();
-        assert!(
-            err.to_string()
-                .starts_with("step \"uncordon\" of the plugin"),
-            "{err}"
+        assert_eq!(
+            err.to_string(),
+            "spec.drain: the plugin's step \"uncordon\" has the name of a step this field adds; \
+             rename the step"
         );
     }
 
@@ -241,7 +329,7 @@ mod tests {
         };
         assert_eq!(
             judge(&failed),
-            Verdict::Failed(
+            Verdict::Retry(
                 "node-2: the drain of Node node-2 did not finish in 5 s: blocked: shop/web-0: budget"
                     .into()
             )
