@@ -96,6 +96,40 @@ enum Command {
         #[arg(long)]
         comment: Option<String>,
     },
+    /// Run a finished group again (`spec.rerun`), as you: your name goes with the request and
+    /// `status.runs` records it.
+    Rerun {
+        /// The group's name.
+        group: String,
+        /// The group's namespace (by default the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+        /// The re-run's id (by default one made of the time): the operator acts once per id.
+        #[arg(long)]
+        id: Option<String>,
+        /// Run every step again, not only those that did not complete.
+        #[arg(long)]
+        all: bool,
+        /// Run each step again only on the targets where it failed or that it could not reach.
+        #[arg(long)]
+        failed_targets: bool,
+    },
+    /// Pause a group (no new step or Workflow starts), as you: `status.runs` records it.
+    Pause {
+        /// The group's name.
+        group: String,
+        /// The group's namespace (by default the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
+    /// Resume a paused group, as you: `status.runs` records it.
+    Resume {
+        /// The group's name.
+        group: String,
+        /// The group's namespace (by default the kubeconfig's).
+        #[arg(short, long)]
+        namespace: Option<String>,
+    },
     /// Print a step's output: from its pod while the pod exists, then the end of it that the
     /// step's status kept.
     Logs {
@@ -300,6 +334,35 @@ fn main() -> ExitCode {
             reject,
             comment,
         } => workflow_operator::cli::get::approve(&group, &step, namespace, reject, comment),
+        Command::Rerun {
+            group,
+            namespace,
+            id,
+            all,
+            failed_targets,
+        } => {
+            use workflow_operator::api::{RerunFrom, RerunTargets};
+            let rerun = workflow_operator::cli::ask::Rerun {
+                id,
+                from: if all {
+                    RerunFrom::All
+                } else {
+                    RerunFrom::Failed
+                },
+                targets: if failed_targets {
+                    RerunTargets::Failed
+                } else {
+                    RerunTargets::All
+                },
+            };
+            workflow_operator::cli::ask::rerun(&group, namespace, rerun)
+        }
+        Command::Pause { group, namespace } => {
+            workflow_operator::cli::ask::pause(&group, namespace, true)
+        }
+        Command::Resume { group, namespace } => {
+            workflow_operator::cli::ask::pause(&group, namespace, false)
+        }
     };
     match result {
         Ok(status) => ExitCode::from(status),

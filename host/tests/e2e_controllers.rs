@@ -1026,6 +1026,7 @@ fn rendered_install() -> (Vec<Value>, Vec<u8>) {
             "kustomization.yaml",
             "workflow.rxg456.cn.yaml",
             "approval-policy.yaml",
+            "request-policy.yaml",
         ],
     );
     let base = copy.path().join("deploy");

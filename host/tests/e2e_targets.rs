@@ -110,7 +110,8 @@ fn steps_act_on_each_target_over_ssh_with_a_secrets_key_and_a_host_that_is_down_
     // Up again, the host that was down is the only target of the step in a re-run of the
     // failed targets.
     hosts.start_again(2);
-    cluster.kubectl_ok(&[
+    // Asked as someone else: the admission policy refuses the name.
+    let forged = cluster.kubectl(&[
         "-n",
         &ns,
         "patch",
@@ -118,11 +119,52 @@ fn steps_act_on_each_target_over_ssh_with_a_secrets_key_and_a_host_that_is_down_
         "one-down",
         "--type=merge",
         "-p",
-        r#"{"spec":{"rerun":{"id":"host-2-up","targets":"Failed"}}}"#,
+        r#"{"metadata":{"annotations":{"workflow.rxg456.cn/requested-by":"mallory"}},"spec":{"rerun":{"id":"forged"}}}"#,
     ]);
+    assert!(
+        !forged.status.success()
+            && String::from_utf8_lossy(&forged.stderr).contains(
+                "metadata.annotations[workflow.rxg456.cn/requested-by] must be the user who makes this request"
+            ),
+        "{forged:?}"
+    );
+    // Asked as oneself, with the command line: the run records who.
+    let me = cluster.kubectl_ok(&[
+        "auth",
+        "whoami",
+        "-o",
+        "jsonpath={.status.userInfo.username}",
+    ]);
+    let asked = Command::new(env!("CARGO_BIN_EXE_workflow-operator"))
+        .args([
+            "rerun",
+            "one-down",
+            "-n",
+            &ns,
+            "--id",
+            "host-2-up",
+            "--failed-targets",
+        ])
+        .env("KUBECONFIG", cluster.kubeconfig())
+        .output()
+        .expect("run workflow-operator rerun");
+    assert!(
+        asked.status.success(),
+        "{}",
+        String::from_utf8_lossy(&asked.stderr)
+    );
     wait_group_phase(&ns, "one-down", "Completed", &mut operator);
     let group = get(&ns, "workflowgroup/one-down");
-    assert_eq!(group["status"]["runs"][1]["targets"], "Failed", "{group:#}");
+    let run = &group["status"]["runs"][1];
+    assert_eq!(
+        (
+            run["id"].as_str(),
+            run["targets"].as_str(),
+            run["requestedBy"].as_str()
+        ),
+        (Some("host-2-up"), Some("Failed"), Some(me.trim())),
+        "{group:#}"
+    );
     let pod = list(
         &ns,
         "pods",

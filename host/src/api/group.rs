@@ -325,6 +325,13 @@ pub struct RunStatus {
     /// `Failed`: its steps ran again only on the targets where they had failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub targets: Option<RerunTargets>,
+    /// Who asked for this re-run: the user the API server vouched for in the annotation
+    /// `workflow.rxg456.cn/requested-by`; none when the request did not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requested_by: Option<String>,
+    /// Its pauses (`spec.paused`), the newest last (at most 20): when and by whom.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pauses: Vec<PauseRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_time: Option<Time>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -335,6 +342,27 @@ pub struct RunStatus {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
 }
+
+/// A pause of a run (`status.runs[].pauses`): as the group saw `spec.paused` set and cleared.
+#[derive(Deserialize, Serialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PauseRecord {
+    /// When the group saw it paused.
+    pub paused_at: Time,
+    /// Who paused it (the annotation `workflow.rxg456.cn/requested-by` then), or
+    /// `spec.rollout.onBudgetExceeded` when the operator did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_by: Option<String>,
+    /// When the group saw it resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_at: Option<Time>,
+    /// Who resumed it, as the annotation said then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resumed_by: Option<String>,
+}
+
+/// Most pauses a run lists.
+pub const MAX_LISTED_PAUSES: usize = 20;
 
 /// Most runs `status.runs` lists (the newest; run numbers keep counting).
 pub const MAX_LISTED_RUNS: usize = 20;

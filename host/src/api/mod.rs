@@ -28,6 +28,10 @@ pub const ANNOTATION_PLUGIN_DIGEST: &str = "workflow.rxg456.cn/plugin-digest";
 /// On a group: `kubectl annotate` shortcut for `spec.rerun` (its value is the re-run's id; the
 /// re-run starts from the failed steps).
 pub const ANNOTATION_RERUN: &str = "workflow.rxg456.cn/rerun";
+/// On a group: the user who asked for its re-run or its pause (or its resumption), which the
+/// admission policy `requests.workflow.rxg456.cn` lets be only the user who makes that
+/// request; `status.runs` records it.
+pub const ANNOTATION_REQUESTED_BY: &str = "workflow.rxg456.cn/requested-by";
 /// On a step pod: the run of its group it belongs to (absent in the first run).
 pub const LABEL_RUN: &str = "workflow.rxg456.cn/run";
 

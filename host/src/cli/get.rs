@@ -307,7 +307,7 @@ async fn already_decided(
 }
 
 /// The user the API server says the kubeconfig is, and the user's groups.
-async fn who_am_i(client: &Client) -> anyhow::Result<(String, Vec<String>)> {
+pub(super) async fn who_am_i(client: &Client) -> anyhow::Result<(String, Vec<String>)> {
     use k8s_openapi::api::authentication::v1::SelfSubjectReview;
     use kube::api::PostParams;
     let review = Api::<SelfSubjectReview>::all(client.clone())
@@ -322,14 +322,14 @@ async fn who_am_i(client: &Client) -> anyhow::Result<(String, Vec<String>)> {
     Ok((username, user.groups.unwrap_or_default()))
 }
 
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(super) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .context("starting the async runtime")
 }
 
-async fn connect(namespace: Option<String>) -> anyhow::Result<(Client, String)> {
+pub(super) async fn connect(namespace: Option<String>) -> anyhow::Result<(Client, String)> {
     let client = Client::try_default()
         .await
         .context("no usable kubeconfig (KUBECONFIG, ~/.kube/config) or in-cluster config")?;

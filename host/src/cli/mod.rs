@@ -1,4 +1,5 @@
 //! Command-line subcommands.
+pub mod ask;
 pub mod get;
 pub mod plan;
 pub mod plugin;

@@ -148,7 +148,11 @@ async fn observed_workflows(
 
 /// Sets the group's `spec.paused`.
 async fn pause(groups: &Api<WorkflowGroup>, group: &WorkflowGroup) -> Result<()> {
-    let patch = serde_json::json!({"spec": {"paused": true}});
+    // The operator pauses, not whoever asked for something last: their name goes.
+    let patch = serde_json::json!({
+        "metadata": {"annotations": {crate::api::ANNOTATION_REQUESTED_BY: null}},
+        "spec": {"paused": true},
+    });
     groups
         .patch(
             &group.name_any(),

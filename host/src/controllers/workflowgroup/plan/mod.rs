@@ -16,10 +16,10 @@ use kube::ResourceExt;
 
 use crate::api::window::{self, Opening};
 use crate::api::{
-    ANNOTATION_RERUN, BudgetPolicy, ConditionStatus, IntOrString, MAX_LISTED_RUNS,
-    MAX_REMEMBERED_RERUN_IDS, Phase, RerunFrom, RerunRequest, RerunTargets, RolloutStatus,
-    RunStatus, Target, WaveStatus, Workflow, WorkflowGroup, WorkflowGroupStatus, WorkflowReference,
-    WorkflowRerun, rerun_id_digest,
+    ANNOTATION_REQUESTED_BY, ANNOTATION_RERUN, BudgetPolicy, ConditionStatus, IntOrString,
+    MAX_LISTED_PAUSES, MAX_LISTED_RUNS, MAX_REMEMBERED_RERUN_IDS, PauseRecord, Phase, RerunFrom,
+    RerunRequest, RerunTargets, RolloutStatus, RunStatus, Target, WaveStatus, Workflow,
+    WorkflowGroup, WorkflowGroupStatus, WorkflowReference, WorkflowRerun, rerun_id_digest,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{
@@ -37,8 +37,8 @@ mod rollout;
 pub use self::attempt::{Attempt, LockWish, after_attempt, lock_wish, waiting_for};
 pub use self::observed::{LockTurn, ObservedWorkflow};
 use self::planner::Planner;
-use self::rerun::start_rerun;
 pub use self::rerun::{current_run, rerun_request, workflow_rerun};
+use self::rerun::{note_pause, start_rerun};
 use self::rollout::{Budget, MAX_LISTED_FAILURES, OverBudget, failure_list};
 pub use self::rollout::{Unit, current_targets, spec_problem, unit_key, units, waves};
 
@@ -632,16 +632,28 @@ mod tests {
             Some(1)
         );
 
-        // Paused (as the operator set it): still waiting, nothing to set again.
+        // Paused (as the operator set it): still waiting, nothing to set again; run 1 lists
+        // the pause as the budget's.
         let mut paused = after(&group, &plan);
         paused.spec.paused = true;
         let plan = plan_group(&paused, &workflows, &all_loaded(), now());
         assert!(!plan.pause && plan.create.is_none());
-        // Cleared: the failures so far are accepted and wave 2 starts.
+        let pauses = &plan.status.runs.last().expect("run 1").pauses;
+        assert_eq!(
+            pauses[0].paused_by.as_deref(),
+            Some("spec.rollout.onBudgetExceeded")
+        );
+        // Cleared: the failures so far are accepted and wave 2 starts; the run records who.
         let mut resumed = after(&paused, &plan);
         resumed.spec.paused = false;
+        resumed
+            .annotations_mut()
+            .insert(ANNOTATION_REQUESTED_BY.into(), "alice".into());
         let plan = plan_group(&resumed, &workflows, &all_loaded(), now());
         assert_eq!(plan.create.as_ref().unwrap().name_any(), "wf-pre-check#2");
+        let pause = &plan.status.runs.last().expect("run 1").pauses[0];
+        assert_eq!(pause.resumed_by.as_deref(), Some("alice"));
+        assert!(pause.resumed_at.is_some());
     }
 
     #[test]
@@ -1085,6 +1097,9 @@ mod tests {
             targets: RerunTargets::Failed,
             ..RerunRequest::default()
         });
+        group
+            .annotations_mut()
+            .insert(ANNOTATION_REQUESTED_BY.into(), "carol".into());
         let failed = observed(&[("pre-check", Phase::Completed), ("setup", Phase::Failed)]);
         let plan = plan_group(&group, &failed, &all_loaded(), now());
         assert_eq!(plan.status.phase, Some(Phase::Running));
@@ -1105,13 +1120,14 @@ mod tests {
             (2, Phase::Running, Some("fix-1"), Some(RerunFrom::Failed))
         );
         assert_eq!(runs[1].targets, Some(RerunTargets::Failed));
+        assert_eq!(runs[1].requested_by.as_deref(), Some("carol"));
         assert!(uuid::Uuid::parse_str(&runs[1].run_id).is_ok());
         assert_ne!(runs[0].run_id, runs[1].run_id);
         let (_, why, message) = condition(&plan);
         assert_eq!(why, reason::RERUNNING);
         assert!(message.starts_with("run 2 ("), "{message}");
         assert!(
-            message.ends_with("from Failed, on the targets that failed"),
+            message.ends_with("from Failed, on the targets that failed, asked by carol"),
             "{message}"
         );
         assert!(plan.create.is_none() && plan.rerun.is_none());
@@ -1392,15 +1408,37 @@ mod tests {
     fn a_paused_group_creates_nothing_and_resumes_when_unpaused() {
         let mut group = sample();
         group.spec.paused = true;
+        group
+            .annotations_mut()
+            .insert(ANNOTATION_REQUESTED_BY.into(), "bob".into());
         let workflows = observed(&[("pre-check", Phase::Completed)]);
         let plan = plan_group(&group, &workflows, &all_loaded(), now());
         assert!(plan.create.is_none());
         assert_eq!(condition(&plan).1, "Paused");
+        // The first run is listed, with its pause and who asked for it; seen again, it is not
+        // recorded twice.
+        let runs = &plan.status.runs;
+        assert_eq!(
+            (runs.len(), runs[0].run, runs[0].phase),
+            (1, 1, Phase::Running)
+        );
+        assert_eq!(runs[0].pauses.len(), 1);
+        assert_eq!(runs[0].pauses[0].paused_by.as_deref(), Some("bob"));
+        let group = after(&group, &plan);
+        let again = plan_group(&group, &workflows, &all_loaded(), now());
+        assert_eq!(again.status.runs, plan.status.runs);
+        let mut group = group;
         group.spec.paused = false;
+        group.annotations_mut().remove(ANNOTATION_REQUESTED_BY);
         let plan = plan_group(&group, &workflows, &all_loaded(), now());
         assert_eq!(
             plan.create.as_ref().map(|w| w.spec.type_.as_str()),
             Some("setup")
+        );
+        let pause = &plan.status.runs[0].pauses[0];
+        assert!(
+            pause.resumed_at.is_some() && pause.resumed_by.is_none(),
+            "{pause:?}"
         );
     }
 

@@ -34,6 +34,7 @@ impl<'a> Planner<'a> {
                 ..RolloutStatus::default()
             }
         });
+        note_pause(&mut status, group, now);
         Self {
             group,
             old,

@@ -1,5 +1,5 @@
 //! Re-runs of a finished group: which run it is in, what a new request asks, what each
-//! Workflow runs again.
+//! Workflow runs again; and the pauses of a run, with who asked for each.
 
 use super::*;
 
@@ -88,19 +88,10 @@ pub(super) fn start_rerun(
     let mut plan = Planner::new(group, old, now);
     let runs = &mut plan.status.runs;
     if runs.is_empty() {
-        runs.push(RunStatus {
-            run: 1,
-            run_id: uuid::Uuid::new_v4().to_string(),
-            start_time: old.start_time.clone(),
-            completion_time: old.completion_time.clone(),
-            phase: old.phase.unwrap_or(Phase::Failed),
-            message: succeeded(&old.conditions)
-                .map(|c| c.message.clone())
-                .unwrap_or_default(),
-            ..RunStatus::default()
-        });
+        runs.push(first_run(old, old.phase.unwrap_or(Phase::Failed)));
     }
     let run = runs.last().map_or(1, |r| r.run) + 1;
+    let requested_by = requested_by(group);
     let run_id = uuid::Uuid::new_v4().to_string();
     let mut what = format!("from {}", request.from.as_str());
     if !request.steps.is_empty() {
@@ -112,6 +103,9 @@ pub(super) fn start_rerun(
     if request.targets == RerunTargets::Failed {
         what.push_str(", on the targets that failed");
     }
+    if let Some(by) = &requested_by {
+        what.push_str(&format!(", asked by {by}"));
+    }
     let message = format!("run {run} ({run_id}): re-run {:?} {what}", request.id);
     runs.push(RunStatus {
         run,
@@ -121,6 +115,8 @@ pub(super) fn start_rerun(
         steps: request.steps,
         types: request.types,
         targets: (!request.targets.is_all()).then_some(request.targets),
+        requested_by,
+        pauses: Vec::new(),
         start_time: Some(Time(now)),
         completion_time: None,
         phase: Phase::Running,
@@ -135,4 +131,72 @@ pub(super) fn start_rerun(
     plan.events
         .push(Transition::normal(reason::RERUNNING, message).once());
     plan.done()
+}
+
+/// The entry of the first run in `status.runs`, made when the group is first re-run or paused,
+/// as `status` says the run is (`phase`).
+fn first_run(status: &WorkflowGroupStatus, phase: Phase) -> RunStatus {
+    RunStatus {
+        run: 1,
+        run_id: uuid::Uuid::new_v4().to_string(),
+        start_time: status.start_time.clone(),
+        completion_time: status.completion_time.clone(),
+        phase,
+        message: succeeded(&status.conditions)
+            .filter(|_| phase.is_finished())
+            .map(|c| c.message.clone())
+            .unwrap_or_default(),
+        ..RunStatus::default()
+    }
+}
+
+/// Who asked for what the group's spec asks now: the annotation `workflow.rxg456.cn/requested-by`,
+/// which the admission policy lets be only the user who makes the request.
+fn requested_by(group: &WorkflowGroup) -> Option<String> {
+    group
+        .annotations()
+        .get(ANNOTATION_REQUESTED_BY)
+        .map(|by| by.trim().to_string())
+        .filter(|by| !by.is_empty())
+}
+
+/// Records in the current run's entry of `status.runs` a pause or a resumption that
+/// `spec.paused` shows and the entry does not have yet, when (`now`) and by whom; the operator
+/// pausing a rollout over its failure budget is named as `spec.rollout.onBudgetExceeded`.
+pub(super) fn note_pause(status: &mut WorkflowGroupStatus, group: &WorkflowGroup, now: Timestamp) {
+    let paused = group.spec.paused;
+    let open = status
+        .runs
+        .last()
+        .and_then(|r| r.pauses.last())
+        .is_some_and(|p| p.resumed_at.is_none());
+    if paused == open || (!paused && status.runs.is_empty()) {
+        return;
+    }
+    let by_budget = status
+        .rollout
+        .as_ref()
+        .is_some_and(|r| r.paused_after_wave.is_some());
+    let by = requested_by(group);
+    if status.runs.is_empty() {
+        let first = first_run(status, status.phase.unwrap_or(Phase::Running));
+        status.runs.push(first);
+    }
+    let Some(run) = status.runs.last_mut() else {
+        return;
+    };
+    if paused {
+        let by = by.or_else(|| by_budget.then(|| "spec.rollout.onBudgetExceeded".to_string()));
+        run.pauses.push(PauseRecord {
+            paused_at: Time(now),
+            paused_by: by,
+            resumed_at: None,
+            resumed_by: None,
+        });
+        let excess = run.pauses.len().saturating_sub(MAX_LISTED_PAUSES);
+        run.pauses.drain(..excess);
+    } else if let Some(pause) = run.pauses.last_mut() {
+        pause.resumed_at = Some(Time(now));
+        pause.resumed_by = by;
+    }
 }
