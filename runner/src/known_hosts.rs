@@ -168,7 +168,7 @@ impl KnownHosts {
         port: u16,
         key: &PublicKey,
     ) -> Result<(), HostKeyError> {
-        self.not_revoked(names, port, key.key_data(), "")?;
+        self.not_revoked(names, port, key.key_data(), "key")?;
         let fingerprint = key.fingerprint(HashAlg::Sha256).to_string();
         for name in names {
             let one = std::slice::from_ref(name);
@@ -215,13 +215,8 @@ impl KnownHosts {
         now: u64,
     ) -> Result<(), HostKeyError> {
         let authority = certificate.signature_key();
-        self.not_revoked(
-            names,
-            port,
-            certificate.public_key(),
-            "certificate for key ",
-        )?;
-        self.not_revoked(names, port, authority, "certificate signed by ")?;
+        self.not_revoked(names, port, certificate.public_key(), "certificate for key")?;
+        self.not_revoked(names, port, authority, "certificate signed by")?;
         let trusted = self
             .lines_for(names, port, Some(Marker::CertAuthority))
             .any(|line| line.entry.public_key().key_data() == authority);
@@ -246,7 +241,8 @@ impl KnownHosts {
             })
     }
 
-    /// Refuses `key` when a `@revoked` line for the host lists it.
+    /// Refuses `key` (`what` the host offered: its key, its certificate's key or authority)
+    /// when a `@revoked` line for the host lists it.
     fn not_revoked(
         &self,
         names: &[String],
@@ -262,11 +258,7 @@ impl KnownHosts {
             {
                 return Err(HostKeyError::Revoked {
                     name: name.clone(),
-                    what: if what.is_empty() {
-                        "key"
-                    } else {
-                        what.trim_end()
-                    },
+                    what,
                     fingerprint: key.fingerprint(HashAlg::Sha256).to_string(),
                     line: line.number,
                     path: self.path.clone(),

@@ -9,8 +9,10 @@
 //! `FAIL node-2: exit code 3 after 1.20 s: <last line>`, `UNREACHABLE node-3: <why>`).
 //!
 //! Credentials come from files, never from arguments or the environment: the private key of a
-//! `kubernetes.io/ssh-auth` Secret (`ssh-privatekey`) and a `known_hosts` file, both mounted at
-//! `/etc/workflow/ssh/` by the group's pod template.
+//! `kubernetes.io/ssh-auth` Secret (`ssh-privatekey`), its user certificate when the Secret has
+//! one (`ssh-certificate`) and a `known_hosts` file ([`known_hosts`]: plain keys,
+//! `@cert-authority` and `@revoked` lines), all mounted at `/etc/workflow/ssh/` by the group's
+//! pod template. With `--jump-host` every target is reached through that host ([`ssh::Jump`]).
 //!
 //! Other modes, for the built-in types that make and take out Nodes: `--copy` delivers files of
 //! the step pod to every target first (streamed, checked by SHA-256, renamed into place);

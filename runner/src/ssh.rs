@@ -68,7 +68,7 @@ enum SshError {
         #[source]
         source: russh::Error,
     },
-    /// The target did not accept the key.
+    /// The target did not accept the key (or its certificate).
     #[error("authentication refused: {address} did not accept the {what} for user {user:?}")]
     LoginRefused {
         address: SocketAddr,

@@ -1083,6 +1083,24 @@ fn a_user_certificate_logs_in_and_one_for_another_key_is_refused_before_connecti
         "{}",
         run.report
     );
+
+    // The key's own certificate, expired: refused before any connection too.
+    let expired = sign(
+        &hosts.path("user_ca"),
+        &hosts.path("client_key"),
+        &["-n", &user(), "-V", "-2d:-1d"],
+    );
+    let run = hosts.run(
+        &[("node-1", 2)],
+        &["--certificate", expired.to_str().expect("utf-8")],
+        "true",
+    );
+    assert_eq!(run.code, Some(2), "{}", run.log);
+    assert!(
+        run.report.contains("cannot be used: it expired at "),
+        "{}",
+        run.report
+    );
 }
 
 #[test]
