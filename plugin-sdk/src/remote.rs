@@ -132,6 +132,46 @@ impl SshParams {
     }
 }
 
+impl SshParams {
+    /// Checks `ssh` against the group's targets: the jump host must not be one of the targets
+    /// the steps act on (those of `ssh.roles`), by address or name. Types call it from their
+    /// `template`, where the targets are known, so the group's condition names the field
+    /// instead of every step failing in the runner.
+    ///
+    /// ```
+    /// use workflow_plugin_sdk::Target;
+    /// use workflow_plugin_sdk::remote::{JumpHost, SshParams};
+    ///
+    /// let jump = JumpHost { address: "10.0.0.1".into(), ..JumpHost::default() };
+    /// let ssh = SshParams { jump_host: Some(jump), ..SshParams::default() };
+    /// let node = Target { name: "node-1".into(), ip: "10.0.0.1".into(), role: "Worker".into() };
+    /// let refused = ssh.validate_targets(&[node]).unwrap_err();
+    /// assert!(refused.message().starts_with("invalid params at `ssh.jumpHost.address`"));
+    /// ```
+    ///
+    /// # Errors
+    /// The target the jump host is.
+    pub fn validate_targets(&self, targets: &[crate::Target]) -> Result<(), crate::Error> {
+        let Some(jump) = &self.jump_host else {
+            return Ok(());
+        };
+        let address = jump.address.trim();
+        let acted_on = |t: &&crate::Target| {
+            self.roles.is_empty() || self.roles.iter().any(|r| r.eq_ignore_ascii_case(&t.role))
+        };
+        match targets.iter().filter(acted_on).find(|t| {
+            t.ip.trim().eq_ignore_ascii_case(address) || t.name.eq_ignore_ascii_case(address)
+        }) {
+            Some(target) => Err(crate::Error::new(format!(
+                "invalid params at `ssh.jumpHost.address`: {address:?} is the target {}: a jump \
+                 host reaches the targets, it is not one of them",
+                target.name
+            ))),
+            None => Ok(()),
+        }
+    }
+}
+
 /// Which host keys the runner trusts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, JsonSchema)]
 #[serde(rename_all = "kebab-case")]
@@ -508,6 +548,46 @@ mod tests {
             "jumpHost": {"address": "10.0.0.1", "proxyCommand": "x"}
         }));
         assert!(unknown.is_err());
+    }
+
+    #[test]
+    fn a_jump_host_that_is_one_of_the_targets_acted_on_is_refused_naming_the_field() {
+        let target = |name: &str, ip: &str, role: &str| crate::Target {
+            name: name.into(),
+            ip: ip.into(),
+            role: role.into(),
+        };
+        let targets = [
+            target("bastion", "10.0.0.1", "Master"),
+            target("node-2", "10.0.0.2", "Worker"),
+        ];
+        let through = |address: &str, roles: &[&str]| SshParams {
+            jump_host: Some(JumpHost {
+                address: address.into(),
+                ..JumpHost::default()
+            }),
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            ..SshParams::default()
+        };
+        for address in ["10.0.0.1", "bastion", "BASTION"] {
+            let refused = through(address, &[])
+                .validate_targets(&targets)
+                .unwrap_err();
+            assert_eq!(
+                refused.message(),
+                format!(
+                    "invalid params at `ssh.jumpHost.address`: {address:?} is the target bastion: \
+                     a jump host reaches the targets, it is not one of them"
+                )
+            );
+        }
+        // The steps act on the Workers only: the Master may be their jump host.
+        assert_eq!(
+            through("10.0.0.1", &["Worker"]).validate_targets(&targets),
+            Ok(())
+        );
+        assert_eq!(through("10.0.0.9", &[]).validate_targets(&targets), Ok(()));
+        assert_eq!(SshParams::default().validate_targets(&targets), Ok(()));
     }
 
     #[test]

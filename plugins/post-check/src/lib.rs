@@ -97,6 +97,7 @@ impl WorkflowType for PostCheck {
 
     fn template(ctx: &Context<PostCheckParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
+        ctx.params.ssh.validate_targets(&ctx.targets)?;
         let p = &ctx.params;
         let script = shell_assignments(&[
             ("PACKAGES", p.packages.join(" ")),

@@ -137,6 +137,7 @@ impl WorkflowType for PreCheck {
 
     fn template(ctx: &Context<PreCheckParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
+        ctx.params.ssh.validate_targets(&ctx.targets)?;
         let p = &ctx.params;
         let mut commands = vec!["sh".to_owned()];
         commands.extend(p.required_commands.iter().cloned());
