@@ -1017,14 +1017,20 @@ fn targets_only_a_jump_host_reaches_are_checked_through_it_and_unreachable_witho
         "checkPeers": false,
     }});
     let none = serde_json::json!({});
-    for (name, params) in [("through-jump", through), ("direct", direct)] {
+    let groups = [
+        ("through-jump", through.clone(), [2, 3]),
+        ("direct", direct, [2, 3]),
+        // The jump host among the targets it would reach: refused naming the field.
+        ("jump-is-target", through, [1, 2]),
+    ];
+    for (name, params, targets) in groups {
         cluster.apply_yaml_in(
             &ns,
             &typed_group(
                 name,
                 &["pre-check"],
                 params,
-                hosts.targets(&[2, 3]),
+                hosts.targets(&targets),
                 none.clone(),
                 none.clone(),
             ),
@@ -1050,4 +1056,13 @@ fn targets_only_a_jump_host_reaches_are_checked_through_it_and_unreachable_witho
             "without the jump host, {name} cannot be reached: {message}"
         );
     }
+
+    let group = wait_reason(&ns, "jump-is-target", "TemplateFailed", &mut operator);
+    let message = condition_message(&group);
+    assert!(
+        message.contains(&format!(
+            "invalid params at `ssh.jumpHost.address`: \"{jump_ip}\" is the target {jump}"
+        )),
+        "a jump host that is one of the targets is refused naming the field: {message}"
+    );
 }
