@@ -3,7 +3,7 @@
 //! test's client key, and hostile servers on others (a handshake that stalls, a flood of banner
 //! lines, a peer that does not speak SSH). Nothing leaves the loopback interface. Targets
 //! behind a jump host run in a network namespace of their own (see
-//! [`Hosts::start_behind_jump`]), which needs root.
+//! [`Hosts::start_behind_jump`]; as another user than root, in a user namespace of its own).
 
 use std::io::{BufRead as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
@@ -93,12 +93,20 @@ impl Hosts {
     /// refused. The jump host listens on 127.0.0.2 outside; each connection to it becomes an
     /// `sshd -i` (its own host key, `jump_key`) started inside the targets' namespace
     /// (`nsenter --net`) with the connection as its input and output. So the only way to the
-    /// targets is a channel the jump host opens.
+    /// targets is a channel the jump host opens. Root makes the namespace directly; another
+    /// user makes it inside a user namespace that maps that user to itself (keeping the
+    /// capabilities to bring its loopback up), so no privilege is needed.
     fn start_behind_jump(hosts: &[u8]) -> (Self, JumpServer) {
         let (dir, port, config) = Self::prepare(hosts, |_| String::new());
+        let root = uid() == "0";
+        let own = if root {
+            &["--net"][..]
+        } else {
+            &["--user", "--map-current-user", "--keep-caps", "--net"][..]
+        };
         let child = Command::new("unshare")
+            .args(own)
             .args([
-                "--net",
                 "sh",
                 "-c",
                 "ip link set lo up && exec \"$0\" -D -e -f \"$1\"",
@@ -108,8 +116,13 @@ impl Hosts {
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start sshd in a network namespace (unshare, as root)");
-        let namespace = format!("--net=/proc/{}/ns/net", child.id());
+            .expect("start sshd in a network namespace (unshare, util-linux)");
+        let pid = child.id();
+        let mut namespace = vec![format!("--net=/proc/{pid}/ns/net")];
+        if !root {
+            namespace.push(format!("--user=/proc/{pid}/ns/user"));
+            namespace.push("--preserve-credentials".into());
+        }
         let hosts_up = Self {
             dir,
             port,
@@ -180,7 +193,8 @@ struct JumpServer {
 }
 
 impl JumpServer {
-    fn start(hosts: &Hosts, namespace: String) -> Self {
+    /// `namespace`: the `nsenter` arguments that enter the targets' namespace.
+    fn start(hosts: &Hosts, namespace: Vec<String>) -> Self {
         keygen(&hosts.path("jump_key"));
         let config = hosts.path("jump_config");
         std::fs::write(&config, sshd_config(hosts.dir.path(), "jump_key")).expect("jump_config");
@@ -199,7 +213,7 @@ impl JumpServer {
                 counted.fetch_add(1, Ordering::SeqCst);
                 let output = stream.try_clone().expect("the connection, twice");
                 let sshd = Command::new("nsenter")
-                    .arg(&namespace)
+                    .args(&namespace)
                     .args([sshd_path(), "-i", "-e", "-f"])
                     .arg(&config)
                     .stdin(Stdio::from(std::os::fd::OwnedFd::from(stream)))
@@ -305,6 +319,11 @@ fn keygen(path: &Path) {
     assert!(status.success(), "ssh-keygen failed");
 }
 
+fn uid() -> String {
+    let out = Command::new("id").arg("-u").output().expect("id -u");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
 fn user() -> String {
     let out = Command::new("id").arg("-un").output().expect("id -un");
     String::from_utf8_lossy(&out.stdout).trim().to_owned()
@@ -339,13 +358,14 @@ fn wait_listening(address: SocketAddr) {
     }
 }
 
-/// Waits until `address` is listened on inside the network namespace `namespace` (an
-/// `nsenter` argument).
-fn wait_listening_in(namespace: &str, address: &str) {
+/// Waits until `address` is listened on inside the network namespace `namespace` enters
+/// (`nsenter` arguments).
+fn wait_listening_in(namespace: &[String], address: &str) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
         let listening = Command::new("nsenter")
-            .args([namespace, "ss", "-Hltn"])
+            .args(namespace)
+            .args(["ss", "-Hltn"])
             .output()
             .expect("nsenter and ss (util-linux, iproute2)");
         if String::from_utf8_lossy(&listening.stdout).contains(address) {
