@@ -1362,3 +1362,79 @@ fn a_health_gate_opens_each_wave_after_the_first_and_a_failing_one_stops_the_rol
     let group = get(&ns, "workflowgroup/unhealthy");
     assert_eq!(group["status"]["rollout"]["failedTargets"], 1, "{group:#}");
 }
+
+#[test]
+fn targets_only_a_jump_host_reaches_are_checked_through_it_and_unreachable_without_it() {
+    let cluster = cluster();
+    cluster.require_real_node();
+    import_step_image();
+    let hosts = TargetHosts::start(3);
+    // Hosts 2 and 3 take SSH from host 1's address only (a TCP reset for anyone else, the
+    // step pods included): host 1 is the only way in.
+    for n in ["2", "3"] {
+        script(&["only-from", path(hosts.dir.path()), n, "1"]);
+    }
+    let ns = cluster.fresh_namespace("e2e-targets-jump");
+    hosts.secret(cluster, &ns, "workflow-ssh", &hosts.file("ssh-privatekey"));
+    let plugins = plugin_dir(&["pre-check"]);
+    let mut operator = Operator::start(&ns, plugins.path());
+
+    let (jump, jump_ip) = &hosts.hosts[0];
+    let through = serde_json::json!({"pre-check": {
+        "ssh": {"connectTimeoutSeconds": 5, "jumpHost": {"address": jump_ip}},
+        "checkPeers": false,
+    }});
+    let direct = serde_json::json!({"pre-check": {
+        "ssh": {"connectTimeoutSeconds": 5},
+        "checkPeers": false,
+    }});
+    let none = serde_json::json!({});
+    let groups = [
+        ("through-jump", through.clone(), [2, 3]),
+        ("direct", direct, [2, 3]),
+        // The jump host among the targets it would reach: refused naming the field.
+        ("jump-is-target", through, [1, 2]),
+    ];
+    for (name, params, targets) in groups {
+        cluster.apply_yaml_in(
+            &ns,
+            &typed_group(
+                name,
+                &["pre-check"],
+                params,
+                hosts.targets(&targets),
+                none.clone(),
+                none.clone(),
+            ),
+        );
+    }
+
+    wait_group_phase(&ns, "through-jump", "Completed", &mut operator);
+    let described = describe_workflow(cluster, &ns, "through-jump", "pre-check");
+    assert!(
+        described.contains("targets 2: 2 ok, 0 failed, 0 unreachable")
+            && described.contains("OK host-2")
+            && described.contains("OK host-3"),
+        "each target behind the jump host {jump} is checked and reported: {described}"
+    );
+
+    wait_group_phase(&ns, "direct", "Failed", &mut operator);
+    let message = condition_message(&get(&ns, "workflowgroup/direct"));
+    for n in [2, 3] {
+        let (name, ip) = &hosts.hosts[n - 1];
+        assert!(
+            message.contains(&format!("{name} unreachable: connect {ip}:22"))
+                && message.contains("refused"),
+            "without the jump host, {name} cannot be reached: {message}"
+        );
+    }
+
+    let group = wait_reason(&ns, "jump-is-target", "TemplateFailed", &mut operator);
+    let message = condition_message(&group);
+    assert!(
+        message.contains(&format!(
+            "invalid params at `ssh.jumpHost.address`: \"{jump_ip}\" is the target {jump}"
+        )),
+        "a jump host that is one of the targets is refused naming the field: {message}"
+    );
+}

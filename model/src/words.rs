@@ -84,6 +84,8 @@ pub enum Kind {
     Path,
     /// `host:port` or `[IPv6]:port`.
     Endpoint,
+    /// An IP address or a host name to connect to.
+    Host,
     /// A service (systemd unit, OpenRC service).
     ServiceName,
     /// An operating system ID of `/etc/os-release`.
@@ -108,6 +110,7 @@ impl Kind {
             Kind::CommandName => "command name",
             Kind::Path => "path",
             Kind::Endpoint => "endpoint",
+            Kind::Host => "host",
             Kind::ServiceName => "service name",
             Kind::OsId => "OS ID",
             Kind::UserName => "user name",
@@ -624,6 +627,42 @@ pub fn endpoint(field: &str, word: &str) -> Result<(), WordError> {
     w.unless(!port_fine, Rule::Port)
 }
 
+/// A host to connect to (`10.0.0.1`, `fd00::1`, `bastion.example.com`): an IP address, or a
+/// name of letters, digits, `.`, `-` and `_` that starts and ends with a letter or digit, at
+/// most 253 bytes.
+///
+/// ```
+/// use workflow_model::words::host;
+///
+/// assert!(host("ssh.jumpHost.address", "10.0.0.1").is_ok());
+/// assert!(host("ssh.jumpHost.address", "bastion.example.com").is_ok());
+/// assert!(host("ssh.jumpHost.address", "-oProxyCommand=x").is_err());
+/// ```
+///
+/// # Errors
+/// The first rule `word` breaks.
+pub fn host(field: &str, word: &str) -> Result<(), WordError> {
+    let w = Word {
+        field,
+        word,
+        kind: Kind::Host,
+    };
+    w.plain(253)?;
+    w.no_leading_dash()?;
+    if word.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    w.no_glob()?;
+    w.only(
+        |c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '_'),
+        "letters, digits, '.', '-' and '_' (or an IP address)",
+    )?;
+    w.edges(
+        |c| c.is_ascii_alphanumeric(),
+        "start and end with a letter or digit",
+    )
+}
+
 /// A service's name (`chronyd`, `getty@tty1.service`): letters, digits, `.`, `@`, `_`, `:` and
 /// `-`, starting with a letter or digit, no glob (`systemctl` matches patterns), at most 255
 /// bytes.
@@ -797,7 +836,7 @@ mod tests {
     type Check = fn(&str, &str) -> Result<(), WordError>;
 
     /// Every validator, by name.
-    const ALL: [(&str, Check); 13] = [
+    const ALL: [(&str, Check); 14] = [
         ("dns_label", dns_label),
         ("dns_subdomain", dns_subdomain),
         ("role", role),
@@ -807,6 +846,7 @@ mod tests {
         ("command_name", command_name),
         ("path", path),
         ("endpoint", endpoint),
+        ("host", host),
         ("service_name", service_name),
         ("os_id", os_id),
         ("user_name", user_name),
@@ -864,7 +904,7 @@ mod tests {
     #[test]
     fn every_word_is_refused_beyond_its_length() {
         let part = |c: &str, n: usize| c.repeat(n);
-        let cases: [(Check, String); 13] = [
+        let cases: [(Check, String); 14] = [
             (dns_label, part("a", 63)),
             (
                 dns_subdomain,
@@ -877,6 +917,7 @@ mod tests {
             (command_name, part("a", 255)),
             (path, format!("/{}", part("a", 4095))),
             (endpoint, format!("{}:65535", part("a", 255))),
+            (host, part("a", 253)),
             (service_name, part("a", 255)),
             (os_id, part("a", 64)),
             (user_name, part("a", 64)),
@@ -1080,6 +1121,33 @@ mod tests {
                 "/a\\b",
             ],
             Rule::ShellSyntax,
+        );
+    }
+
+    #[test]
+    fn a_host_is_an_ip_address_or_a_name() {
+        accepts(
+            host,
+            &[
+                "10.0.0.1",
+                "fd00::1",
+                "bastion",
+                "jump-1.example.com",
+                "a_b.lan",
+            ],
+        );
+        refuses(host, &["-oProxyCommand=x", "-1"], Rule::LeadingDash);
+        refuses(host, &["10.0.0.*", "[fd00::1]"], Rule::Glob);
+        for bad in ["a;b", "a/b", "a:22", "user@h"] {
+            assert!(
+                matches!(rule(host, bad), Some(Rule::Characters(_))),
+                "{bad:?}"
+            );
+        }
+        refuses(
+            host,
+            &["bastion.", ".lan", "a-"],
+            Rule::Edges("start and end with a letter or digit"),
         );
     }
 

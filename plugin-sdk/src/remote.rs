@@ -15,7 +15,10 @@
 //! judges it, allowing as many failed targets as the step's [`TargetBudget`] says. The
 //! credentials are not the plugin's business: the runner reads a `kubernetes.io/ssh-auth`
 //! Secret mounted at `/etc/workflow/ssh` (by default the Secret `workflow-ssh` of the group's
-//! namespace; another one with the group's pod template).
+//! namespace; another one with the group's pod template): its `ssh-privatekey`, its
+//! `known_hosts` (with `@cert-authority` and `@revoked` lines, as OpenSSH reads them) and, when
+//! present, a user certificate for the key, `ssh-certificate`. Targets that only a bastion
+//! reaches are reached through [`SshParams::jump_host`].
 //!
 //! ```
 //! use workflow_plugin_sdk::remote::{self, SshParams, TargetBudget};
@@ -77,11 +80,33 @@ pub struct SshParams {
     /// Only the targets of these roles (ignoring case); all targets when empty.
     #[serde(default)]
     pub roles: Vec<String>,
+    /// A host every target is reached through (a bastion), when the targets cannot be reached
+    /// directly; none by default.
+    pub jump_host: Option<JumpHost>,
+}
+
+/// The `ssh.jumpHost` object: the runner logs in there with the same key (and certificate),
+/// checks its host key against the same `known_hosts` (listed under `address`), and connects
+/// to each target from it. Nothing runs on the jump host, and it must not be one of the
+/// targets (the run is refused).
+#[derive(Debug, Clone, PartialEq, Eq, Default, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct JumpHost {
+    /// Its IP address or host name.
+    #[schemars(length(min = 1, max = 253))]
+    pub address: String,
+    /// The user to log in to it as (default: `ssh.user`).
+    #[schemars(length(min = 1, max = 64))]
+    pub user: Option<String>,
+    /// Its SSH port (default 22).
+    #[schemars(range(min = 1))]
+    pub port: Option<u16>,
 }
 
 impl SshParams {
-    /// Checks the words of `ssh`: the user a user name, each role a role
-    /// ([`words`](crate::words)). Every type that takes `ssh` calls it from its `validate`.
+    /// Checks the words of `ssh`: the users user names, each role a role, the jump host's
+    /// address a host ([`words`](crate::words)). Every type that takes `ssh` calls it from its
+    /// `validate`.
     ///
     /// ```
     /// use workflow_plugin_sdk::remote::SshParams;
@@ -97,7 +122,53 @@ impl SshParams {
             crate::words::user_name("ssh.user", user)?;
         }
         crate::words::each("ssh.roles", &self.roles, crate::words::role)?;
+        if let Some(jump) = &self.jump_host {
+            crate::words::host("ssh.jumpHost.address", &jump.address)?;
+            if let Some(user) = &jump.user {
+                crate::words::user_name("ssh.jumpHost.user", user)?;
+            }
+        }
         Ok(())
+    }
+}
+
+impl SshParams {
+    /// Checks `ssh` against the group's targets: the jump host must not be one of the targets
+    /// the steps act on (those of `ssh.roles`), by address or name. Types call it from their
+    /// `template`, where the targets are known, so the group's condition names the field
+    /// instead of every step failing in the runner.
+    ///
+    /// ```
+    /// use workflow_plugin_sdk::Target;
+    /// use workflow_plugin_sdk::remote::{JumpHost, SshParams};
+    ///
+    /// let jump = JumpHost { address: "10.0.0.1".into(), ..JumpHost::default() };
+    /// let ssh = SshParams { jump_host: Some(jump), ..SshParams::default() };
+    /// let node = Target { name: "node-1".into(), ip: "10.0.0.1".into(), role: "Worker".into() };
+    /// let refused = ssh.validate_targets(&[node]).unwrap_err();
+    /// assert!(refused.message().starts_with("invalid params at `ssh.jumpHost.address`"));
+    /// ```
+    ///
+    /// # Errors
+    /// The target the jump host is.
+    pub fn validate_targets(&self, targets: &[crate::Target]) -> Result<(), crate::Error> {
+        let Some(jump) = &self.jump_host else {
+            return Ok(());
+        };
+        let address = jump.address.trim();
+        let acted_on = |t: &&crate::Target| {
+            self.roles.is_empty() || self.roles.iter().any(|r| r.eq_ignore_ascii_case(&t.role))
+        };
+        match targets.iter().filter(acted_on).find(|t| {
+            t.ip.trim().eq_ignore_ascii_case(address) || t.name.eq_ignore_ascii_case(address)
+        }) {
+            Some(target) => Err(crate::Error::new(format!(
+                "invalid params at `ssh.jumpHost.address`: {address:?} is the target {}: a jump \
+                 host reaches the targets, it is not one of them",
+                target.name
+            ))),
+            None => Ok(()),
+        }
     }
 }
 
@@ -214,6 +285,11 @@ pub fn on_targets(
         "WORKFLOW_SSH_ROLES",
         (!ssh.roles.is_empty()).then(|| ssh.roles.join(",")),
     );
+    if let Some(jump) = &ssh.jump_host {
+        set("WORKFLOW_SSH_JUMP_HOST", Some(jump.address.clone()));
+        set("WORKFLOW_SSH_JUMP_USER", jump.user.clone());
+        set("WORKFLOW_SSH_JUMP_PORT", jump.port.map(|p| p.to_string()));
+    }
     set(
         MAX_FAILED_ENV,
         budget.max_failed_targets.map(|n| n.to_string()),
@@ -407,6 +483,121 @@ mod tests {
             ..SshParams::default()
         };
         assert_eq!(fine.validate(), Ok(()));
+    }
+
+    #[test]
+    fn a_jump_host_whose_address_or_user_is_not_a_word_is_refused_naming_its_field() {
+        let refused = |jump: JumpHost| {
+            let ssh = SshParams {
+                jump_host: Some(jump),
+                ..SshParams::default()
+            };
+            ssh.validate().err().map(|e| e.message().to_owned())
+        };
+        let address = refused(JumpHost {
+            address: "-oProxyCommand=reboot".into(),
+            ..JumpHost::default()
+        });
+        assert!(
+            address.as_deref().is_some_and(|a| a.starts_with(
+                "invalid params at `ssh.jumpHost.address`: \"-oProxyCommand=reboot\" is not a valid host"
+            )),
+            "{address:?}"
+        );
+        let user = refused(JumpHost {
+            address: "bastion.example.com".into(),
+            user: Some("a b".into()),
+            ..JumpHost::default()
+        });
+        assert!(
+            user.as_deref()
+                .is_some_and(|u| u.starts_with("invalid params at `ssh.jumpHost.user`")),
+            "{user:?}"
+        );
+        let fine = refused(JumpHost {
+            address: "10.0.0.1".into(),
+            user: Some("ops".into()),
+            port: Some(2222),
+        });
+        assert_eq!(fine, None);
+    }
+
+    #[test]
+    fn a_jump_host_reaches_the_runner_as_its_address_user_and_port() {
+        let ssh: SshParams = serde_json::from_value(serde_json::json!({
+            "user": "ops",
+            "jumpHost": {"address": "10.0.0.1", "port": 2222}
+        }))
+        .expect("ssh params");
+        let step = on_targets("check", "true", &ssh, TargetBudget::default());
+        let env: Vec<(&str, &str)> = step
+            .env
+            .iter()
+            .map(|e| (e.name.as_str(), e.value.as_str()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                ("WORKFLOW_SSH_COMMAND", "true"),
+                ("WORKFLOW_SSH_USER", "ops"),
+                ("WORKFLOW_SSH_JUMP_HOST", "10.0.0.1"),
+                ("WORKFLOW_SSH_JUMP_PORT", "2222"),
+            ]
+        );
+        let unknown = serde_json::from_value::<SshParams>(serde_json::json!({
+            "jumpHost": {"address": "10.0.0.1", "proxyCommand": "x"}
+        }));
+        assert!(unknown.is_err());
+    }
+
+    #[test]
+    fn a_jump_host_that_is_one_of_the_targets_acted_on_is_refused_naming_the_field() {
+        let target = |name: &str, ip: &str, role: &str| crate::Target {
+            name: name.into(),
+            ip: ip.into(),
+            role: role.into(),
+        };
+        let targets = [
+            target("bastion", "10.0.0.1", "Master"),
+            target("node-2", "10.0.0.2", "Worker"),
+        ];
+        let through = |address: &str, roles: &[&str]| SshParams {
+            jump_host: Some(JumpHost {
+                address: address.into(),
+                ..JumpHost::default()
+            }),
+            roles: roles.iter().map(|r| (*r).to_owned()).collect(),
+            ..SshParams::default()
+        };
+        for address in ["10.0.0.1", "bastion", "BASTION"] {
+            let refused = through(address, &[])
+                .validate_targets(&targets)
+                .unwrap_err();
+            assert_eq!(
+                refused.message(),
+                format!(
+                    "invalid params at `ssh.jumpHost.address`: {address:?} is the target bastion: \
+                     a jump host reaches the targets, it is not one of them"
+                )
+            );
+        }
+        // The steps act on the Workers only: the Master may be their jump host.
+        assert_eq!(
+            through("10.0.0.1", &["Worker"]).validate_targets(&targets),
+            Ok(())
+        );
+        assert_eq!(through("10.0.0.9", &[]).validate_targets(&targets), Ok(()));
+        assert_eq!(SshParams::default().validate_targets(&targets), Ok(()));
+    }
+
+    #[test]
+    fn the_schema_of_ssh_has_the_jump_host_with_its_address_required() {
+        let schema = serde_json::to_value(schemars::schema_for!(SshParams)).expect("schema");
+        let jump = &schema["$defs"]["JumpHost"];
+        assert_eq!(jump["required"], serde_json::json!(["address"]), "{schema}");
+        assert_eq!(jump["additionalProperties"], false);
+        assert!(jump["properties"]["port"].is_object());
+        assert!(schema["properties"]["jumpHost"].is_object(), "{schema}");
     }
 
     #[test]

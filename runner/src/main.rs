@@ -9,8 +9,10 @@
 //! `FAIL node-2: exit code 3 after 1.20 s: <last line>`, `UNREACHABLE node-3: <why>`).
 //!
 //! Credentials come from files, never from arguments or the environment: the private key of a
-//! `kubernetes.io/ssh-auth` Secret (`ssh-privatekey`) and a `known_hosts` file, both mounted at
-//! `/etc/workflow/ssh/` by the group's pod template.
+//! `kubernetes.io/ssh-auth` Secret (`ssh-privatekey`), its user certificate when the Secret has
+//! one (`ssh-certificate`) and a `known_hosts` file ([`known_hosts`]: plain keys,
+//! `@cert-authority` and `@revoked` lines), all mounted at `/etc/workflow/ssh/` by the group's
+//! pod template. With `--jump-host` every target is reached through that host ([`ssh::Jump`]).
 //!
 //! Other modes, for the built-in types that make and take out Nodes: `--copy` delivers files of
 //! the step pod to every target first (streamed, checked by SHA-256, renamed into place);
@@ -24,6 +26,7 @@
 
 mod drain;
 mod join;
+mod known_hosts;
 mod nodes;
 mod output;
 mod report;
@@ -38,9 +41,10 @@ use clap::Parser;
 use futures::StreamExt as _;
 use workflow_model::Target;
 
+use crate::known_hosts::{CertificateProblem, KnownHosts};
 use crate::output::Log;
 use crate::report::{Counts, TargetResult};
-use crate::ssh::{HostKeyPolicy, Session};
+use crate::ssh::{HostKeyPolicy, Jump, JumpHost, Session};
 
 /// Runs a command on each of the Workflow's targets over SSH and reports per target.
 #[derive(Debug, Parser)]
@@ -78,7 +82,16 @@ struct Args {
         default_value = "/etc/workflow/ssh/ssh-privatekey"
     )]
     key: PathBuf,
-    /// The known hosts: a target's host key must be listed for its address or its name.
+    /// The user certificate for the key (an OpenSSH `-cert.pub` file), presented at login when
+    /// the file exists; a certificate for another key refuses the run.
+    #[arg(
+        long,
+        env = "WORKFLOW_SSH_CERTIFICATE",
+        default_value = "/etc/workflow/ssh/ssh-certificate"
+    )]
+    certificate: PathBuf,
+    /// The known hosts: a target's host key must be listed for its address or its name (or
+    /// its certificate signed by an `@cert-authority` listed for it), and not be `@revoked`.
     #[arg(
         long,
         env = "WORKFLOW_SSH_KNOWN_HOSTS",
@@ -93,6 +106,17 @@ struct Args {
         default_value = "known-hosts"
     )]
     host_key_policy: String,
+    /// A host to reach every target through (an IP address or a host name): the runner logs
+    /// in there with the same key and connects to each target through it (no program runs
+    /// there). Its host key must be in the same known hosts, under this address.
+    #[arg(long, env = "WORKFLOW_SSH_JUMP_HOST")]
+    jump_host: Option<String>,
+    /// The user to log in to the jump host as (default: `--user`).
+    #[arg(long, env = "WORKFLOW_SSH_JUMP_USER")]
+    jump_user: Option<String>,
+    /// The jump host's SSH port.
+    #[arg(long, env = "WORKFLOW_SSH_JUMP_PORT", default_value_t = 22)]
+    jump_port: u16,
     /// How many targets are worked on at once.
     #[arg(long, env = "WORKFLOW_SSH_PARALLEL", default_value_t = 16)]
     parallel: usize,
@@ -194,6 +218,29 @@ enum Error {
          WORKFLOW_SSH_HOST_KEY_POLICY=accept-any to trust any host key)"
     )]
     KnownHosts(PathBuf),
+    /// The known hosts file cannot be read.
+    #[error("read the known hosts {}: {source}", path.display())]
+    ReadKnownHosts {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The user certificate cannot be read or is not one for the key.
+    #[error(
+        "the SSH certificate {} cannot be used: {reason} (put the certificate of the Secret's \
+         ssh-privatekey in its ssh-certificate, or remove it)",
+        path.display()
+    )]
+    Certificate {
+        path: PathBuf,
+        reason: CertificateRefusal,
+    },
+    /// The jump host is one of the targets the run works on.
+    #[error(
+        "the jump host {address} is also the target {target}: a run does not reach a target \
+         through itself; take it out of the targets or the jump host out of ssh.jumpHost"
+    )]
+    JumpIsTarget { address: String, target: String },
     /// Arguments that make no sense.
     #[error("{0}")]
     Usage(String),
@@ -204,6 +251,23 @@ enum Error {
     /// The run's bootstrap token could not be made (`--join`).
     #[error(transparent)]
     Join(#[from] join::JoinError),
+}
+
+/// Why the user certificate is refused.
+#[derive(Debug, thiserror::Error)]
+enum CertificateRefusal {
+    /// Not an OpenSSH certificate.
+    #[error("{0}")]
+    Unreadable(String),
+    /// The certificate certifies another key than the private key's.
+    #[error(
+        "it is a certificate for the key {certified}, but the private key is {key}: a \
+         certificate for another key"
+    )]
+    AnotherKey { certified: String, key: String },
+    /// It is not valid now, or not a user certificate.
+    #[error("it {0}")]
+    Invalid(CertificateProblem),
 }
 
 fn main() -> ExitCode {
@@ -288,7 +352,12 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
             if !args.known_hosts.is_file() {
                 return Err(Error::KnownHosts(args.known_hosts.clone()));
             }
-            HostKeyPolicy::KnownHosts(args.known_hosts.clone())
+            let known =
+                KnownHosts::read(&args.known_hosts).map_err(|source| Error::ReadKnownHosts {
+                    path: args.known_hosts.clone(),
+                    source,
+                })?;
+            HostKeyPolicy::KnownHosts(Arc::new(known))
         }
         "accept-any" => HostKeyPolicy::AcceptAny,
         other => {
@@ -306,6 +375,7 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
             other => other.to_string(),
         },
     })?;
+    let certificate = read_certificate(&args.certificate, &key)?;
     let secrets = secret_mounts(args);
     let stdin = match &args.stdin_file {
         Some(path) => {
@@ -315,6 +385,7 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
         None => Vec::new(),
     };
     let targets = read_targets(args)?;
+    let jump = jump_host(args, &targets)?;
     let copies = args
         .copies
         .iter()
@@ -324,33 +395,105 @@ fn prepare(args: &Args) -> Result<(Session, Vec<Target>), Error> {
         user: args.user.clone(),
         port: args.port,
         key: Arc::new(key),
+        certificate: certificate.map(Arc::new),
         host_keys,
         connect_timeout: Duration::from_secs(args.connect_timeout),
         command_timeout: Duration::from_secs(args.command_timeout),
         command,
         stdin: Arc::new(stdin),
         copies: Arc::new(copies),
+        jump: jump.map(|host| Arc::new(Jump::new(host))),
     };
     Ok((session, targets))
+}
+
+/// The user certificate at `path` when there is one, checked against `key`: a certificate of
+/// another key, an expired one or a host certificate refuses the run before any connection.
+fn read_certificate(
+    path: &std::path::Path,
+    key: &russh::keys::PrivateKey,
+) -> Result<Option<russh::keys::Certificate>, Error> {
+    if !path.exists() {
+        return Ok(None);
+    }
+    let refused = |reason| Error::Certificate {
+        path: path.to_path_buf(),
+        reason,
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| refused(CertificateRefusal::Unreadable(e.to_string())))?;
+    let certificate = russh::keys::Certificate::from_openssh(text.trim()).map_err(|e| {
+        refused(CertificateRefusal::Unreadable(format!(
+            "not an OpenSSH certificate ({e})"
+        )))
+    })?;
+    if certificate.public_key() != key.public_key().key_data() {
+        let sha256 = |k: &russh::keys::ssh_key::public::KeyData| {
+            k.fingerprint(russh::keys::HashAlg::Sha256).to_string()
+        };
+        return Err(refused(CertificateRefusal::AnotherKey {
+            certified: sha256(certificate.public_key()),
+            key: sha256(key.public_key().key_data()),
+        }));
+    }
+    let user = russh::keys::ssh_key::certificate::CertType::User;
+    known_hosts::check_certificate(&certificate, user, ssh::unix_now())
+        .map_err(|problem| refused(CertificateRefusal::Invalid(problem)))?;
+    Ok(Some(certificate))
+}
+
+/// The jump host of `--jump-host`, unless none is given; refused when it is one of `targets`.
+fn jump_host(args: &Args, targets: &[Target]) -> Result<Option<JumpHost>, Error> {
+    let Some(address) = args
+        .jump_host
+        .as_deref()
+        .map(str::trim)
+        .filter(|a| !a.is_empty())
+    else {
+        return Ok(None);
+    };
+    if let Some(target) = targets
+        .iter()
+        .find(|t| t.ip.trim().eq_ignore_ascii_case(address) || t.name.eq_ignore_ascii_case(address))
+    {
+        return Err(Error::JumpIsTarget {
+            address: address.to_owned(),
+            target: target.name.clone(),
+        });
+    }
+    let user = args
+        .jump_user
+        .as_deref()
+        .filter(|u| !u.trim().is_empty())
+        .unwrap_or(&args.user);
+    Ok(Some(JumpHost {
+        address: address.to_owned(),
+        port: args.jump_port,
+        user: user.to_owned(),
+    }))
 }
 
 /// What must never reach a target: the SSH key and known hosts files, the folder the fleet's
 /// key is mounted at, and the service account's token folders. As given and as the kernel
 /// resolves them (a Secret volume is links to a hidden folder).
 fn secret_mounts(args: &Args) -> Vec<PathBuf> {
-    [args.key.clone(), args.known_hosts.clone()]
-        .into_iter()
-        .chain(
-            [
-                "/etc/workflow/ssh",
-                "/var/run/secrets/kubernetes.io",
-                "/run/secrets/kubernetes.io",
-            ]
-            .map(PathBuf::from),
-        )
-        .flat_map(|p| [std::fs::canonicalize(&p).ok(), Some(p)])
-        .flatten()
-        .collect()
+    [
+        args.key.clone(),
+        args.certificate.clone(),
+        args.known_hosts.clone(),
+    ]
+    .into_iter()
+    .chain(
+        [
+            "/etc/workflow/ssh",
+            "/var/run/secrets/kubernetes.io",
+            "/run/secrets/kubernetes.io",
+        ]
+        .map(PathBuf::from),
+    )
+    .flat_map(|p| [std::fs::canonicalize(&p).ok(), Some(p)])
+    .flatten()
+    .collect()
 }
 
 /// Refuses `path` (`what`) when it is, or resolves to, a file under one of `secrets`.

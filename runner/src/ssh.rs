@@ -3,6 +3,11 @@
 //! Every stage is bounded: the connection, the host key check and the login together by the
 //! connect timeout (a stalled handshake or a flood of banner lines ends there), the command by
 //! the command timeout, and the output kept in memory by [`Tail`] whatever the target sends.
+//!
+//! Through a jump host ([`JumpHost`]) the same holds: the run's one session with the jump host
+//! is bounded by the connect timeout, then each target's channel through it and the handshake
+//! inside that channel by the connect timeout again; the run's parallelism bounds how many
+//! channels are open at once.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -10,19 +15,22 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use russh::client::{self, AuthResult, Handle};
-use russh::keys::{HashAlg, PrivateKey, PrivateKeyWithHashAlg, PublicKey};
+use russh::keys::{Certificate, HashAlg, PrivateKey, PrivateKeyWithHashAlg};
 use russh::{ChannelMsg, Disconnect};
 use workflow_model::Target;
 use workflow_model::text::shell_quote;
 
+use crate::known_hosts::{HostKeyError, KnownHosts};
 use crate::output::{Lines, Log, Tail};
 use crate::report::{Outcome, TargetResult};
 
 /// How the runner decides whether a target's host key is the target's.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub enum HostKeyPolicy {
-    /// The key must be listed for the target's address (or name) in this `known_hosts` file.
-    KnownHosts(PathBuf),
+    /// The key must be listed for the target's address (or name) in this `known_hosts` file,
+    /// or be in a certificate signed by an authority it trusts for the target, and never be
+    /// on a `@revoked` line.
+    KnownHosts(Arc<KnownHosts>),
     /// Any key is accepted: the connection is encrypted but not authenticated. Only when the
     /// group asks for it by name.
     AcceptAny,
@@ -34,6 +42,13 @@ enum SshError {
     /// The target's address is not an IP address.
     #[error("{0:?} is not an IP address")]
     NotAnIp(String),
+    /// The jump host's name has no address.
+    #[error("resolve {host}: {source}")]
+    Resolve {
+        host: String,
+        #[source]
+        source: std::io::Error,
+    },
     /// Connect, handshake and login together took longer than the connect timeout.
     #[error(
         "no SSH session with {address} within {} s (connect, handshake and login)",
@@ -53,9 +68,31 @@ enum SshError {
         #[source]
         source: russh::Error,
     },
-    /// The target did not accept the key.
-    #[error("authentication refused: {address} did not accept the key for user {user:?}")]
-    LoginRefused { address: SocketAddr, user: String },
+    /// The target did not accept the key (or its certificate).
+    #[error("authentication refused: {address} did not accept the {what} for user {user:?}")]
+    LoginRefused {
+        address: SocketAddr,
+        user: String,
+        what: &'static str,
+    },
+    /// No session with the jump host, so none with any target behind it.
+    #[error("jump host {host}: {source}")]
+    Jump {
+        host: String,
+        #[source]
+        source: Arc<SshError>,
+    },
+    /// The jump host could not open a connection to the target.
+    #[error(
+        "jump host {host} could not reach {address}: {}",
+        forward_failure(source)
+    )]
+    Forward {
+        host: String,
+        address: SocketAddr,
+        #[source]
+        source: Box<russh::Error>,
+    },
     /// A step on the open session failed, such as opening a channel or sending input.
     #[error("{step}: {source}")]
     Channel {
@@ -78,52 +115,14 @@ enum SshError {
     CopyNoExitStatus { to: String },
 }
 
-/// Why a target's host key is refused.
-#[derive(Debug, thiserror::Error)]
-enum HostKeyError {
-    /// The target offered a certificate, which the runner does not check.
-    #[error("the target offered a host certificate; list its host key in known_hosts")]
-    Certificate,
-    /// `known_hosts` lists another key for the target.
-    #[error(
-        "host key mismatch: {name} offered {algorithm} {fingerprint}, but line {line} of {} \
-         lists another key for it",
-        path.display()
-    )]
-    Mismatch {
-        name: String,
-        algorithm: String,
-        fingerprint: String,
-        line: usize,
-        path: PathBuf,
-    },
-    /// `known_hosts` cannot be read.
-    #[error("read {}: {source}", path.display())]
-    KnownHosts {
-        path: PathBuf,
-        #[source]
-        source: russh::keys::Error,
-    },
-    /// `known_hosts` lists no key for the target.
-    #[error(
-        "host key not trusted: {algorithm} {fingerprint} of {} is not in {}",
-        names.join(" / "),
-        path.display()
-    )]
-    NotTrusted {
-        algorithm: String,
-        fingerprint: String,
-        names: Vec<String>,
-        path: PathBuf,
-    },
-}
-
 /// What every target's session shares.
 #[derive(Debug, Clone)]
 pub struct Session {
     pub user: String,
     pub port: u16,
     pub key: Arc<PrivateKey>,
+    /// The user certificate for `key` (the Secret's `ssh-certificate`): logins present it.
+    pub certificate: Option<Arc<Certificate>>,
     pub host_keys: HostKeyPolicy,
     pub connect_timeout: Duration,
     pub command_timeout: Duration,
@@ -133,6 +132,87 @@ pub struct Session {
     pub stdin: Arc<Vec<u8>>,
     /// Files copied to the target before the command runs.
     pub copies: Arc<Vec<Copy>>,
+    /// The host every target is reached through, when there is one.
+    pub jump: Option<Arc<Jump>>,
+}
+
+/// A host the runner reaches the targets through (`ssh.jumpHost`): it logs in there with the
+/// same key, checks its host key against the same `known_hosts`, and asks it to connect to each
+/// target (`direct-tcpip`), speaking SSH with the target inside that channel. No program runs
+/// on the jump host.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct JumpHost {
+    /// An IP address or a host name (resolved in the step pod).
+    pub address: String,
+    pub port: u16,
+    pub user: String,
+}
+
+/// The run's one connection to its [`JumpHost`], opened by the first target that needs it
+/// (within the connect timeout) and shared by all: a jump host that cannot be reached is
+/// tried once, and every target reports why.
+pub struct Jump {
+    host: JumpHost,
+    connection: tokio::sync::OnceCell<Result<Handle<HostKeyCheck>, Arc<SshError>>>,
+}
+
+impl std::fmt::Debug for Jump {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Jump")
+            .field("host", &self.host)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Jump {
+    /// A jump through `host`, not connected yet.
+    pub fn new(host: JumpHost) -> Self {
+        Self {
+            host,
+            connection: tokio::sync::OnceCell::new(),
+        }
+    }
+
+    fn label(&self) -> String {
+        format!("{}:{}", self.host.address, self.host.port)
+    }
+
+    /// The session with the jump host, connecting the first time.
+    async fn session(&self, session: &Session) -> Result<&Handle<HostKeyCheck>, SshError> {
+        let connected = self
+            .connection
+            .get_or_init(|| async { self.connect(session).await.map_err(Arc::new) })
+            .await;
+        connected.as_ref().map_err(|source| SshError::Jump {
+            host: self.label(),
+            source: Arc::clone(source),
+        })
+    }
+
+    /// A logged-in session with the jump host within the connect timeout.
+    async fn connect(&self, session: &Session) -> Result<Handle<HostKeyCheck>, SshError> {
+        let host = &self.host;
+        // A resolver that does not answer is bounded as a connection is.
+        let lookup = tokio::net::lookup_host((host.address.as_str(), host.port));
+        let address = tokio::time::timeout(session.connect_timeout, lookup)
+            .await
+            .unwrap_or_else(|_| Err(std::io::ErrorKind::TimedOut.into()))
+            .and_then(|mut found| {
+                found
+                    .next()
+                    .ok_or_else(|| std::io::Error::other("no address"))
+            })
+            .map_err(|source| SshError::Resolve {
+                host: host.address.clone(),
+                source,
+            })?;
+        let peer = Peer {
+            address,
+            names: vec![host.address.clone()],
+            user: host.user.clone(),
+        };
+        within(session.connect_timeout, address, direct(session, &peer)).await
+    }
 }
 
 /// A file of the step pod delivered to each target: streamed over the session (never whole in
@@ -181,31 +261,173 @@ pub async fn run_on(session: &Session, target: &Target, log: &Log) -> TargetResu
     }
 }
 
-/// A session with `target` within the connect timeout, or why there is none.
+/// Who the runner is talking to: where, what `known_hosts` may list it as, whom to log in as.
+struct Peer {
+    address: SocketAddr,
+    /// Its address, then its name.
+    names: Vec<String>,
+    user: String,
+}
+
+/// A session with `target` within the connect timeout (directly, or through the jump host:
+/// the channel and the handshake inside it within the timeout, after the jump host's own
+/// session), or why there is none.
 async fn open(session: &Session, target: &Target) -> Result<Handle<HostKeyCheck>, SshError> {
     let ip = target
         .ip
         .trim()
         .parse::<IpAddr>()
         .map_err(|_| SshError::NotAnIp(target.ip.clone()))?;
-    let address = SocketAddr::new(ip, session.port);
-    tokio::time::timeout(session.connect_timeout, connect(session, target, address))
-        .await
-        .unwrap_or_else(|_| {
-            Err(SshError::Timeout {
-                address,
-                timeout: session.connect_timeout,
-            })
-        })
+    let peer = Peer {
+        address: SocketAddr::new(ip, session.port),
+        names: vec![target.ip.trim().to_owned(), target.name.clone()],
+        user: session.user.clone(),
+    };
+    match &session.jump {
+        None => {
+            within(
+                session.connect_timeout,
+                peer.address,
+                direct(session, &peer),
+            )
+            .await
+        }
+        Some(jump) => {
+            let through = jump.session(session).await?;
+            let forwarded = forward(session, &peer, through, jump.label());
+            within(session.connect_timeout, peer.address, forwarded).await
+        }
+    }
 }
 
-/// A connected, host-verified, logged-in session, or why there is none.
-async fn connect(
-    session: &Session,
-    target: &Target,
+/// `connecting`, or a timeout naming `address` after `timeout`.
+async fn within(
+    timeout: Duration,
     address: SocketAddr,
+    connecting: impl Future<Output = Result<Handle<HostKeyCheck>, SshError>>,
 ) -> Result<Handle<HostKeyCheck>, SshError> {
-    let config = Arc::new(client::Config {
+    tokio::time::timeout(timeout, connecting)
+        .await
+        .unwrap_or_else(|_| Err(SshError::Timeout { address, timeout }))
+}
+
+/// A session with `peer` over TCP.
+async fn direct(session: &Session, peer: &Peer) -> Result<Handle<HostKeyCheck>, SshError> {
+    let address = peer.address;
+    let stream = tokio::net::TcpStream::connect(address)
+        .await
+        .map_err(|io| SshError::Connection {
+            address,
+            source: russh::Error::IO(io),
+        })?;
+    let _ = stream.set_nodelay(true);
+    handshake(session, peer, stream).await
+}
+
+/// A session with `peer` inside a channel the jump host opened to it.
+async fn forward(
+    session: &Session,
+    peer: &Peer,
+    through: &Handle<HostKeyCheck>,
+    host: String,
+) -> Result<Handle<HostKeyCheck>, SshError> {
+    let channel = through
+        .channel_open_direct_tcpip(
+            peer.address.ip().to_string(),
+            u32::from(peer.address.port()),
+            "127.0.0.1",
+            0,
+        )
+        .await
+        .map_err(|source| SshError::Forward {
+            host,
+            address: peer.address,
+            source: Box::new(source),
+        })?;
+    handshake(session, peer, channel.into_stream()).await
+}
+
+/// A host-verified, logged-in session with `peer` over `stream`, or why there is none.
+async fn handshake<S>(
+    session: &Session,
+    peer: &Peer,
+    stream: S,
+) -> Result<Handle<HostKeyCheck>, SshError>
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let address = peer.address;
+    let rejected = Arc::new(Mutex::new(None));
+    let check = HostKeyCheck {
+        policy: session.host_keys.clone(),
+        names: peer.names.clone(),
+        port: address.port(),
+        rejected: Arc::clone(&rejected),
+    };
+    let config = client_config(check.wants_certificate());
+    let mut handle = match client::connect_stream(config, stream, check).await {
+        Ok(handle) => handle,
+        Err(source) => {
+            let refused = rejected.lock().ok().and_then(|mut r| r.take());
+            return Err(refused.map_or(SshError::Connection { address, source }, SshError::HostKey));
+        }
+    };
+    let outcome = match &session.certificate {
+        Some(certificate) => {
+            handle
+                .authenticate_openssh_cert(
+                    peer.user.clone(),
+                    Arc::clone(&session.key),
+                    Certificate::clone(certificate),
+                )
+                .await
+        }
+        None => {
+            let hash = rsa_hash(&mut handle, session, address).await?;
+            let key = PrivateKeyWithHashAlg::new(Arc::clone(&session.key), hash);
+            handle.authenticate_publickey(peer.user.clone(), key).await
+        }
+    };
+    match outcome {
+        Ok(AuthResult::Success) => Ok(handle),
+        Ok(AuthResult::Failure { .. }) => Err(SshError::LoginRefused {
+            address,
+            user: peer.user.clone(),
+            what: if session.certificate.is_some() {
+                "certificate"
+            } else {
+                "key"
+            },
+        }),
+        Err(source) => Err(SshError::Connection { address, source }),
+    }
+}
+
+/// The signature hash an RSA key signs with: only an RSA key needs to know which the server
+/// takes, and asking waits up to a second for the server's extension list.
+async fn rsa_hash(
+    handle: &mut Handle<HostKeyCheck>,
+    session: &Session,
+    address: SocketAddr,
+) -> Result<Option<HashAlg>, SshError> {
+    if !session.key.algorithm().is_rsa() {
+        return Ok(None);
+    }
+    handle
+        .best_supported_rsa_hash()
+        .await
+        .map(Option::flatten)
+        .map_err(|source| SshError::Connection { address, source })
+}
+
+/// The client's settings; `certificates`: also ask for a host certificate (an authority in
+/// `known_hosts` may vouch for the host).
+fn client_config(certificates: bool) -> Arc<client::Config> {
+    let mut preferred = russh::Preferred::default();
+    if certificates {
+        preferred.host_key_certificates = preferred.key.clone();
+    }
+    Arc::new(client::Config {
         // A target that goes silent mid-command is caught by the command timeout; this only
         // lets a dead connection go sooner than that.
         keepalive_interval: Some(Duration::from_secs(15)),
@@ -215,44 +437,17 @@ async fn connect(
         // of piling up in memory (16 messages of at most 32 KiB).
         window_size: 512 * 1024,
         channel_buffer_size: 16,
+        preferred,
         ..client::Config::default()
-    });
-    let rejected = Arc::new(Mutex::new(None));
-    let check = HostKeyCheck {
-        policy: session.host_keys.clone(),
-        names: vec![target.ip.trim().to_owned(), target.name.clone()],
-        port: session.port,
-        rejected: Arc::clone(&rejected),
-    };
-    let mut handle = match client::connect(config, address, check).await {
-        Ok(handle) => handle,
-        Err(source) => {
-            let refused = rejected.lock().ok().and_then(|mut r| r.take());
-            return Err(refused.map_or(SshError::Connection { address, source }, SshError::HostKey));
-        }
-    };
-    // Only an RSA key needs to know which signature hash the server takes, and asking waits
-    // up to a second for the server's extension list.
-    let hash = if session.key.algorithm().is_rsa() {
-        handle
-            .best_supported_rsa_hash()
-            .await
-            .map_err(|source| SshError::Connection { address, source })?
-            .flatten()
-    } else {
-        None
-    };
-    let key = PrivateKeyWithHashAlg::new(Arc::clone(&session.key), hash);
-    match handle
-        .authenticate_publickey(session.user.clone(), key)
-        .await
-    {
-        Ok(AuthResult::Success) => Ok(handle),
-        Ok(AuthResult::Failure { .. }) => Err(SshError::LoginRefused {
-            address,
-            user: session.user.clone(),
-        }),
-        Err(source) => Err(SshError::Connection { address, source }),
+    })
+}
+
+/// Why the jump host could not open a channel to a target, as its reader needs it.
+fn forward_failure(error: &russh::Error) -> String {
+    match error {
+        russh::Error::ChannelOpenFailure(reason) => format!("the channel was refused ({reason:?})"),
+        russh::Error::Disconnect => "the jump host closed the connection".into(),
+        other => other.to_string(),
     }
 }
 
@@ -454,7 +649,7 @@ pub fn remote_command(command: &str, target: &Target, now: u64) -> String {
     )
 }
 
-fn unix_now() -> u64 {
+pub fn unix_now() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs())
@@ -463,7 +658,7 @@ fn unix_now() -> u64 {
 /// The client side's host key decision (russh asks it once per connection).
 struct HostKeyCheck {
     policy: HostKeyPolicy,
-    /// What the target may be listed as in `known_hosts`: its address, then its name.
+    /// What the host may be listed as in `known_hosts`: its address, then its name.
     names: Vec<String>,
     port: u16,
     /// Why a key was refused, for the report (russh's own error only says "unknown key").
@@ -477,9 +672,17 @@ impl client::Handler for HostKeyCheck {
         &mut self,
         key: &russh::keys::PublicKeyOrCertificate,
     ) -> Result<bool, Self::Error> {
+        let known = match &self.policy {
+            HostKeyPolicy::AcceptAny => return Ok(true),
+            HostKeyPolicy::KnownHosts(known) => known,
+        };
         let verdict = match key {
-            russh::keys::PublicKeyOrCertificate::PublicKey { key, .. } => self.judge(key),
-            russh::keys::PublicKeyOrCertificate::Certificate(_) => Err(HostKeyError::Certificate),
+            russh::keys::PublicKeyOrCertificate::PublicKey { key, .. } => {
+                known.judge_key(&self.names, self.port, key)
+            }
+            russh::keys::PublicKeyOrCertificate::Certificate(certificate) => {
+                known.judge_certificate(&self.names, self.port, certificate, unix_now())
+            }
         };
         match verdict {
             Ok(()) => Ok(true),
@@ -494,39 +697,12 @@ impl client::Handler for HostKeyCheck {
 }
 
 impl HostKeyCheck {
-    fn judge(&self, key: &PublicKey) -> Result<(), HostKeyError> {
-        let path = match &self.policy {
-            HostKeyPolicy::AcceptAny => return Ok(()),
-            HostKeyPolicy::KnownHosts(path) => path,
-        };
-        let fingerprint = key.fingerprint(HashAlg::Sha256);
-        for name in &self.names {
-            match russh::keys::check_known_hosts_path(name, self.port, key, path) {
-                Ok(true) => return Ok(()),
-                Ok(false) => {}
-                Err(russh::keys::Error::KeyChanged { line }) => {
-                    return Err(HostKeyError::Mismatch {
-                        name: name.clone(),
-                        algorithm: key.algorithm().to_string(),
-                        fingerprint: fingerprint.to_string(),
-                        line,
-                        path: path.clone(),
-                    });
-                }
-                Err(source) => {
-                    return Err(HostKeyError::KnownHosts {
-                        path: path.clone(),
-                        source,
-                    });
-                }
-            }
+    /// Whether to ask the host for a certificate: only when an authority may vouch for it.
+    fn wants_certificate(&self) -> bool {
+        match &self.policy {
+            HostKeyPolicy::KnownHosts(known) => known.has_authority_for(&self.names, self.port),
+            HostKeyPolicy::AcceptAny => false,
         }
-        Err(HostKeyError::NotTrusted {
-            algorithm: key.algorithm().to_string(),
-            fingerprint: fingerprint.to_string(),
-            names: self.names.clone(),
-            path: path.clone(),
-        })
     }
 }
 

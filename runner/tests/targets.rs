@@ -1,12 +1,16 @@
 //! The runner against real target hosts: an OpenSSH server (Debian's `openssh-server`) on
 //! loopback addresses of its own (127.0.0.2, 127.0.0.3, ...), with its own host key and the
 //! test's client key, and hostile servers on others (a handshake that stalls, a flood of banner
-//! lines, a peer that does not speak SSH). Nothing leaves the loopback interface.
+//! lines, a peer that does not speak SSH). Nothing leaves the loopback interface. Targets
+//! behind a jump host run in a network namespace of their own (see
+//! [`Hosts::start_behind_jump`]; as another user than root, in a user namespace of its own).
 
 use std::io::{BufRead as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 const RUNNER: &str = env!("CARGO_BIN_EXE_workflow-runner");
@@ -21,12 +25,37 @@ struct Hosts {
 impl Hosts {
     /// An sshd on `127.0.0.<n>` for each `n` of `hosts`, all on one free port.
     fn start(hosts: &[u8]) -> Self {
-        let sshd = ["/usr/sbin/sshd", "/usr/bin/sshd"]
-            .into_iter()
-            .find(|p| Path::new(p).exists())
-            .unwrap_or_else(|| {
-                panic!("no sshd: install openssh-server (apt-get install openssh-server)")
-            });
+        Self::start_with(hosts, |_| String::new())
+    }
+
+    /// [`Hosts::start`] with more sshd configuration: what `extra` returns, given the folder
+    /// that holds the keys (`host_key`, `client_key`) before sshd starts.
+    fn start_with(hosts: &[u8], extra: impl FnOnce(&Path) -> String) -> Self {
+        let (dir, port, config) = Self::prepare(hosts, extra);
+        let child = Command::new(sshd_path())
+            .args(["-D", "-e", "-f"])
+            .arg(&config)
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("start sshd");
+        let hosts_up = Self {
+            dir,
+            port,
+            sshd: child,
+        };
+        for n in hosts {
+            wait_listening(SocketAddr::from((Ipv4Addr::new(127, 0, 0, *n), port)));
+        }
+        hosts_up
+    }
+
+    /// The keys, `known_hosts` (each host under `[127.0.0.<n>]:port`) and `sshd_config` of an
+    /// sshd on `hosts`, in a new folder.
+    fn prepare(
+        hosts: &[u8],
+        extra: impl FnOnce(&Path) -> String,
+    ) -> (tempfile::TempDir, u16, PathBuf) {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let port = free_port(hosts);
         keygen(&dir.path().join("host_key"));
@@ -47,30 +76,63 @@ impl Hosts {
             .map(|n| format!("ListenAddress 127.0.0.{n}\n"))
             .collect();
         let config = format!(
-            "Port {port}\n{listen}HostKey {dir}/host_key\nAuthorizedKeysFile {dir}/authorized_keys\n\
-             PidFile none\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-             PermitRootLogin prohibit-password\nStrictModes no\nLogLevel ERROR\nMaxStartups 100\n",
-            dir = dir.path().display()
+            "Port {port}\n{listen}{}{}",
+            sshd_config(dir.path(), "host_key"),
+            extra(dir.path())
         );
-        std::fs::write(dir.path().join("sshd_config"), config).expect("sshd_config");
+        let path = dir.path().join("sshd_config");
+        std::fs::write(&path, config).expect("sshd_config");
         // sshd's privilege separation directory, as its service would create it.
         let _ = std::fs::create_dir_all("/run/sshd");
-        let child = Command::new(sshd)
-            .args(["-D", "-e", "-f"])
-            .arg(dir.path().join("sshd_config"))
+        (dir, port, path)
+    }
+
+    /// Targets only a jump host reaches. The sshd of `hosts` runs in a network namespace of
+    /// its own (`unshare --net`): its `127.0.0.<n>` are on a loopback interface of that
+    /// namespace, which nothing outside it can reach, so the runner connecting to them is
+    /// refused. The jump host listens on 127.0.0.2 outside; each connection to it becomes an
+    /// `sshd -i` (its own host key, `jump_key`) started inside the targets' namespace
+    /// (`nsenter --net`) with the connection as its input and output. So the only way to the
+    /// targets is a channel the jump host opens. Root makes the namespace directly; another
+    /// user makes it inside a user namespace that maps that user to itself (keeping the
+    /// capabilities to bring its loopback up), so no privilege is needed.
+    fn start_behind_jump(hosts: &[u8]) -> (Self, JumpServer) {
+        let (dir, port, config) = Self::prepare(hosts, |_| String::new());
+        let root = uid() == "0";
+        let own = if root {
+            &["--net"][..]
+        } else {
+            &["--user", "--map-current-user", "--keep-caps", "--net"][..]
+        };
+        let child = Command::new("unshare")
+            .args(own)
+            .args([
+                "sh",
+                "-c",
+                "ip link set lo up && exec \"$0\" -D -e -f \"$1\"",
+            ])
+            .arg(sshd_path())
+            .arg(&config)
             .stdout(Stdio::null())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("start sshd");
+            .expect("start sshd in a network namespace (unshare, util-linux)");
+        let pid = child.id();
+        let mut namespace = vec![format!("--net=/proc/{pid}/ns/net")];
+        if !root {
+            namespace.push(format!("--user=/proc/{pid}/ns/user"));
+            namespace.push("--preserve-credentials".into());
+        }
         let hosts_up = Self {
             dir,
             port,
             sshd: child,
         };
         for n in hosts {
-            wait_listening(SocketAddr::from((Ipv4Addr::new(127, 0, 0, *n), port)));
+            wait_listening_in(&namespace, &format!("127.0.0.{n}:{port}"));
         }
-        hosts_up
+        let jump = JumpServer::start(&hosts_up, namespace);
+        (hosts_up, jump)
     }
 
     fn path(&self, name: &str) -> PathBuf {
@@ -120,6 +182,60 @@ impl Drop for Hosts {
     fn drop(&mut self) {
         let _ = self.sshd.kill();
         let _ = self.sshd.wait();
+    }
+}
+
+/// The jump host of [`Hosts::start_behind_jump`]: where it listens, and how many connections
+/// it took.
+struct JumpServer {
+    port: u16,
+    connections: Arc<AtomicUsize>,
+}
+
+impl JumpServer {
+    /// `namespace`: the `nsenter` arguments that enter the targets' namespace.
+    fn start(hosts: &Hosts, namespace: Vec<String>) -> Self {
+        keygen(&hosts.path("jump_key"));
+        let config = hosts.path("jump_config");
+        std::fs::write(&config, sshd_config(hosts.dir.path(), "jump_key")).expect("jump_config");
+        let listener = TcpListener::bind("127.0.0.2:0").expect("bind the jump host");
+        let port = listener.local_addr().expect("its port").port();
+        let jump_key = std::fs::read_to_string(hosts.path("jump_key.pub")).expect("jump key");
+        let mut known = std::fs::OpenOptions::new()
+            .append(true)
+            .open(hosts.path("known_hosts"))
+            .expect("known_hosts");
+        write!(known, "[127.0.0.2]:{port} {jump_key}").expect("known_hosts");
+        let connections = Arc::new(AtomicUsize::new(0));
+        let counted = Arc::clone(&connections);
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                counted.fetch_add(1, Ordering::SeqCst);
+                let output = stream.try_clone().expect("the connection, twice");
+                let sshd = Command::new("nsenter")
+                    .args(&namespace)
+                    .args([sshd_path(), "-i", "-e", "-f"])
+                    .arg(&config)
+                    .stdin(Stdio::from(std::os::fd::OwnedFd::from(stream)))
+                    .stdout(Stdio::from(std::os::fd::OwnedFd::from(output)))
+                    .stderr(Stdio::inherit())
+                    .spawn();
+                if let Ok(mut sshd) = sshd {
+                    std::thread::spawn(move || sshd.wait());
+                }
+            }
+        });
+        Self { port, connections }
+    }
+
+    /// The runner's arguments to go through this jump host.
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--jump-host".into(),
+            "127.0.0.2".into(),
+            "--jump-port".into(),
+            self.port.to_string(),
+        ]
     }
 }
 
@@ -174,6 +290,26 @@ impl Run {
     }
 }
 
+fn sshd_path() -> &'static str {
+    ["/usr/sbin/sshd", "/usr/bin/sshd"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .unwrap_or_else(|| {
+            panic!("no sshd: install openssh-server (apt-get install openssh-server)")
+        })
+}
+
+/// What every test sshd is: logins with the keys of `dir`'s `authorized_keys` only, its host
+/// key `dir/host_key`, no PID file, quiet.
+fn sshd_config(dir: &Path, host_key: &str) -> String {
+    format!(
+        "HostKey {dir}/{host_key}\nAuthorizedKeysFile {dir}/authorized_keys\n\
+         PidFile none\nUsePAM no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
+         PermitRootLogin prohibit-password\nStrictModes no\nLogLevel ERROR\nMaxStartups 100\n",
+        dir = dir.display()
+    )
+}
+
 fn keygen(path: &Path) {
     let status = Command::new("ssh-keygen")
         .args(["-q", "-t", "ed25519", "-N", "", "-f"])
@@ -181,6 +317,11 @@ fn keygen(path: &Path) {
         .status()
         .expect("ssh-keygen (openssh-client)");
     assert!(status.success(), "ssh-keygen failed");
+}
+
+fn uid() -> String {
+    let out = Command::new("id").arg("-u").output().expect("id -u");
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 fn user() -> String {
@@ -212,6 +353,27 @@ fn wait_listening(address: SocketAddr) {
         assert!(
             Instant::now() < deadline,
             "sshd does not listen on {address}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Waits until `address` is listened on inside the network namespace `namespace` enters
+/// (`nsenter` arguments).
+fn wait_listening_in(namespace: &[String], address: &str) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let listening = Command::new("nsenter")
+            .args(namespace)
+            .args(["ss", "-Hltn"])
+            .output()
+            .expect("nsenter and ss (util-linux, iproute2)");
+        if String::from_utf8_lossy(&listening.stdout).contains(address) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sshd does not listen on {address} in its namespace"
         );
         std::thread::sleep(Duration::from_millis(20));
     }
@@ -719,4 +881,365 @@ fn a_targets_file_other_than_the_one_the_step_was_made_with_is_refused() {
         run.report
     );
     assert!(!run.log.contains("[node-1] ran"), "{}", run.log);
+}
+
+fn strs(args: &[String]) -> Vec<&str> {
+    args.iter().map(String::as_str).collect()
+}
+
+/// `ssh-keygen -s authority` over `key.pub` with `options` (e.g. `-h`, `-n principals`): the
+/// certificate `key-cert.pub`.
+fn sign(authority: &Path, key: &Path, options: &[&str]) -> PathBuf {
+    let status = Command::new("ssh-keygen")
+        .arg("-q")
+        .arg("-s")
+        .arg(authority)
+        .args(["-I", "test"])
+        .args(options)
+        .arg(key.with_extension("pub"))
+        .status()
+        .expect("ssh-keygen (openssh-client)");
+    assert!(status.success(), "ssh-keygen -s failed");
+    let mut certificate = key.as_os_str().to_owned();
+    certificate.push("-cert.pub");
+    PathBuf::from(certificate)
+}
+
+#[test]
+fn targets_behind_a_jump_host_are_reached_through_it_and_each_is_reported() {
+    let (hosts, jump) = Hosts::start_behind_jump(&[10, 11]);
+    let targets = [("node-a", 10), ("node-b", 11)];
+    let command = "echo \"hello from $WORKFLOW_TARGET_NAME at $WORKFLOW_TARGET_IP\"";
+    let run = hosts.run(&targets, &strs(&jump.args()), command);
+    assert_eq!(run.code, Some(0), "{}", run.log);
+    assert!(
+        run.report
+            .starts_with("targets 2: 2 ok, 0 failed, 0 unreachable\n"),
+        "{}",
+        run.report
+    );
+    assert!(run.line_of("node-a").starts_with("OK node-a ("));
+    assert!(
+        run.log.contains("[node-a] hello from node-a at 127.0.0.10"),
+        "{}",
+        run.log
+    );
+    assert!(
+        run.log.contains("[node-b] hello from node-b at 127.0.0.11"),
+        "{}",
+        run.log
+    );
+    // One connection to the jump host for the whole run.
+    assert_eq!(jump.connections.load(Ordering::SeqCst), 1);
+
+    // Without the jump host there is no way to them.
+    let run = hosts.run(&targets, &[], "true");
+    assert_eq!(run.code, Some(1), "{}", run.log);
+    let line = run.line_of("node-a");
+    assert!(
+        line.starts_with(&format!(
+            "UNREACHABLE node-a: connect 127.0.0.10:{}: ",
+            hosts.port
+        )),
+        "{line}"
+    );
+}
+
+#[test]
+fn a_target_the_jump_host_cannot_reach_is_unreachable_and_the_others_still_run() {
+    let (hosts, jump) = Hosts::start_behind_jump(&[10]);
+    let run = hosts.run(
+        &[("node-a", 10), ("node-gone", 12)],
+        &strs(&jump.args()),
+        "true",
+    );
+    assert_eq!(run.code, Some(1), "{}", run.log);
+    assert!(
+        run.report
+            .starts_with("targets 2: 1 ok, 0 failed, 1 unreachable\n"),
+        "{}",
+        run.report
+    );
+    assert!(run.line_of("node-a").starts_with("OK node-a"));
+    assert_eq!(
+        run.line_of("node-gone"),
+        format!(
+            "UNREACHABLE node-gone: jump host 127.0.0.2:{} could not reach 127.0.0.12:{}: \
+             the channel was refused (ConnectFailed)",
+            jump.port, hosts.port
+        )
+    );
+}
+
+#[test]
+fn a_jump_hosts_own_host_key_is_checked_against_its_own_known_hosts_entry() {
+    let (hosts, jump) = Hosts::start_behind_jump(&[10, 11]);
+    // known_hosts lists the targets' key, and an impostor's for the jump host.
+    keygen(&hosts.path("impostor"));
+    let impostor = std::fs::read_to_string(hosts.path("impostor.pub")).expect("key");
+    let target_key = std::fs::read_to_string(hosts.path("host_key.pub")).expect("key");
+    std::fs::write(
+        hosts.path("known_hosts"),
+        format!(
+            "[127.0.0.10]:{port} {target_key}[127.0.0.11]:{port} {target_key}[127.0.0.2]:{} {impostor}",
+            jump.port,
+            port = hosts.port
+        ),
+    )
+    .expect("known_hosts");
+    let run = hosts.run(
+        &[("node-a", 10), ("node-b", 11)],
+        &strs(&jump.args()),
+        "true",
+    );
+    assert_eq!(run.code, Some(1), "{}", run.log);
+    for target in ["node-a", "node-b"] {
+        let line = run.line_of(target);
+        assert!(
+            line.starts_with(&format!(
+                "UNREACHABLE {target}: jump host 127.0.0.2:{}: host key mismatch: 127.0.0.2 offered ssh-ed25519 SHA256:",
+                jump.port
+            )),
+            "{line}"
+        );
+    }
+    // The jump host is asked once, not once per target.
+    assert_eq!(jump.connections.load(Ordering::SeqCst), 1);
+}
+
+#[test]
+fn a_jump_host_that_is_down_makes_every_target_unreachable_naming_it() {
+    let (hosts, jump) = Hosts::start_behind_jump(&[10, 11]);
+    let args = [
+        "--jump-host",
+        "127.0.0.9",
+        "--jump-port",
+        &jump.port.to_string(),
+    ]
+    .map(String::from);
+    let run = hosts.run(&[("node-a", 10), ("node-b", 11)], &strs(&args), "true");
+    assert_eq!(run.code, Some(1), "{}", run.log);
+    for target in ["node-a", "node-b"] {
+        let line = run.line_of(target);
+        assert!(
+            line.starts_with(&format!(
+                "UNREACHABLE {target}: jump host 127.0.0.9:{port}: connect 127.0.0.9:{port}: ",
+                port = jump.port
+            )),
+            "{line}"
+        );
+        assert!(line.contains("refused"), "{line}");
+    }
+}
+
+#[test]
+fn a_jump_host_that_is_one_of_the_targets_is_refused_before_connecting() {
+    let hosts = Hosts::start(&[2, 3]);
+    let run = hosts.run(
+        &[("node-1", 2), ("bastion", 3)],
+        &["--jump-host", "127.0.0.3"],
+        "touch /tmp/should-not-run",
+    );
+    assert_eq!(run.code, Some(2), "{}", run.log);
+    assert!(
+        run.report.starts_with(
+            "workflow-runner: the jump host 127.0.0.3 is also the target bastion: a run does not \
+             reach a target through itself"
+        ),
+        "{}",
+        run.report
+    );
+}
+
+#[test]
+fn a_user_certificate_logs_in_and_one_for_another_key_is_refused_before_connecting() {
+    let hosts = Hosts::start_with(&[2], |dir| {
+        keygen(&dir.join("user_ca"));
+        sign(
+            &dir.join("user_ca"),
+            &dir.join("client_key"),
+            &["-n", &user()],
+        );
+        format!("TrustedUserCAKeys {}\n", dir.join("user_ca.pub").display())
+    });
+    // The key alone no longer logs in: only its certificate does.
+    std::fs::write(hosts.path("authorized_keys"), "").expect("authorized_keys");
+    let certificate = hosts.path("client_key-cert.pub");
+    let with = ["--certificate", certificate.to_str().expect("utf-8")];
+    let run = hosts.run(&[("node-1", 2)], &with, "echo certified");
+    assert_eq!(run.code, Some(0), "{}", run.log);
+    assert!(run.log.contains("[node-1] certified"), "{}", run.log);
+    let run = hosts.run(&[("node-1", 2)], &[], "true");
+    assert!(
+        run.line_of("node-1")
+            .contains("did not accept the key for user"),
+        "{}",
+        run.report
+    );
+
+    // A certificate of another key: refused before any connection.
+    keygen(&hosts.path("other_key"));
+    let other = sign(
+        &hosts.path("user_ca"),
+        &hosts.path("other_key"),
+        &["-n", &user()],
+    );
+    let run = hosts.run(
+        &[("node-1", 2)],
+        &["--certificate", other.to_str().expect("utf-8")],
+        "true",
+    );
+    assert_eq!(run.code, Some(2), "{}", run.log);
+    assert!(
+        run.report.starts_with(&format!(
+            "workflow-runner: the SSH certificate {} cannot be used: it is a certificate for the key SHA256:",
+            other.display()
+        )),
+        "{}",
+        run.report
+    );
+    assert!(
+        run.report.contains("a certificate for another key"),
+        "{}",
+        run.report
+    );
+
+    // The key's own certificate, expired: refused before any connection too.
+    let expired = sign(
+        &hosts.path("user_ca"),
+        &hosts.path("client_key"),
+        &["-n", &user(), "-V", "-2d:-1d"],
+    );
+    let run = hosts.run(
+        &[("node-1", 2)],
+        &["--certificate", expired.to_str().expect("utf-8")],
+        "true",
+    );
+    assert_eq!(run.code, Some(2), "{}", run.log);
+    assert!(
+        run.report.contains("cannot be used: it expired at "),
+        "{}",
+        run.report
+    );
+}
+
+#[test]
+fn a_host_certificate_is_trusted_through_its_authority_and_refused_without_it() {
+    let hosts = Hosts::start_with(&[2, 3], |dir| {
+        keygen(&dir.join("host_ca"));
+        let certificate = sign(
+            &dir.join("host_ca"),
+            &dir.join("host_key"),
+            &["-h", "-n", "127.0.0.2"],
+        );
+        format!("HostCertificate {}\n", certificate.display())
+    });
+    let authority = std::fs::read_to_string(hosts.path("host_ca.pub")).expect("key");
+    let trust =
+        |line: String| std::fs::write(hosts.path("known_hosts"), line).expect("known_hosts");
+
+    trust(format!(
+        "@cert-authority [127.0.0.*]:{} {authority}",
+        hosts.port
+    ));
+    let run = hosts.run(&[("node-1", 2)], &[], "true");
+    assert_eq!(run.code, Some(0), "{}", run.log);
+    // Signed for 127.0.0.2 only: the same certificate does not vouch for 127.0.0.3.
+    let run = hosts.run(&[("node-3", 3)], &[], "true");
+    assert!(
+        run.line_of("node-3").starts_with(
+            "UNREACHABLE node-3: host certificate refused: 127.0.0.3's certificate (id \"test\") is for [\"127.0.0.2\"]"
+        ),
+        "{}",
+        run.report
+    );
+
+    // No authority listed: the host's key is unknown.
+    trust(String::new());
+    let run = hosts.run(&[("node-1", 2)], &[], "true");
+    assert!(
+        run.line_of("node-1")
+            .starts_with("UNREACHABLE node-1: host key not trusted: ssh-ed25519 SHA256:"),
+        "{}",
+        run.report
+    );
+    // Another authority listed: the certificate's is not trusted.
+    keygen(&hosts.path("other_ca"));
+    let other = std::fs::read_to_string(hosts.path("other_ca.pub")).expect("key");
+    trust(format!("@cert-authority * {other}"));
+    let run = hosts.run(&[("node-1", 2)], &[], "true");
+    assert!(
+        run.line_of("node-1").starts_with(
+            "UNREACHABLE node-1: host certificate not trusted: 127.0.0.2 / node-1 offered a certificate signed by SHA256:"
+        ),
+        "{}",
+        run.report
+    );
+    // The authority revoked: refused although it is listed.
+    trust(format!(
+        "@cert-authority * {authority}@revoked * {authority}"
+    ));
+    let run = hosts.run(&[("node-1", 2)], &[], "true");
+    assert!(
+        run.line_of("node-1").starts_with(
+            "UNREACHABLE node-1: host key revoked: 127.0.0.2 offered certificate signed by SHA256:"
+        ),
+        "{}",
+        run.report
+    );
+}
+
+#[test]
+fn a_revoked_host_key_is_refused_even_when_it_is_also_listed() {
+    let hosts = Hosts::start(&[2]);
+    let host_key = std::fs::read_to_string(hosts.path("host_key.pub")).expect("key");
+    let mut known = std::fs::OpenOptions::new()
+        .append(true)
+        .open(hosts.path("known_hosts"))
+        .expect("known_hosts");
+    write!(known, "@revoked * {host_key}").expect("known_hosts");
+    let run = hosts.run(&[("node-1", 2)], &[], "touch /tmp/should-not-run");
+    assert_eq!(run.code, Some(1), "{}", run.log);
+    assert!(
+        run.line_of("node-1")
+            .starts_with("UNREACHABLE node-1: host key revoked: 127.0.0.2 offered key SHA256:"),
+        "{}",
+        run.report
+    );
+    assert!(run.line_of("node-1").ends_with(&format!(
+        "which line 2 of {} revokes",
+        hosts.path("known_hosts").display()
+    )));
+}
+
+#[test]
+fn many_targets_through_one_jump_host_take_about_as_long_as_direct() {
+    // 32 targets on 8 addresses (sshd listens on at most 16).
+    let addresses: Vec<u8> = (20..28).collect();
+    let names: Vec<(String, u8)> = (0..32)
+        .map(|i| (format!("node-{i}"), addresses[i % addresses.len()]))
+        .collect();
+    let targets: Vec<(&str, u8)> = names.iter().map(|(n, a)| (n.as_str(), *a)).collect();
+
+    let direct = Hosts::start(&addresses);
+    let run = direct.run(&targets, &["--parallel", "16"], "true");
+    assert_eq!(run.code, Some(0), "{}", run.log);
+    let direct_took = run.took;
+
+    let (hosts, jump) = Hosts::start_behind_jump(&addresses);
+    let mut args = jump.args();
+    args.extend(["--parallel".into(), "16".into()]);
+    let run = hosts.run(&targets, &strs(&args), "true");
+    assert_eq!(run.code, Some(0), "{}", run.log);
+    assert!(
+        run.report.starts_with("targets 32: 32 ok"),
+        "{}",
+        run.report
+    );
+    assert_eq!(jump.connections.load(Ordering::SeqCst), 1);
+    eprintln!(
+        "32 targets, 16 at a time: {direct_took:?} direct, {:?} through the jump host",
+        run.took
+    );
+    assert!(run.took < Duration::from_secs(20), "took {:?}", run.took);
 }

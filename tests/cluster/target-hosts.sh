@@ -13,6 +13,11 @@
 #   tests/cluster/target-hosts.sh exec DIR N CMD... run CMD in host N (its network, its root),
 #                                                   as root, with CMD's exit code
 #   tests/cluster/target-hosts.sh status DIR        "name address: sshd running|hung|down" lines
+#   tests/cluster/target-hosts.sh only-from DIR N M host N takes SSH (port 22) from host M's
+#                                                   address only, anyone else gets a TCP reset
+#                                                   (M is then N's jump host); an iptables rule
+#                                                   in N's network namespace, gone with `down`
+#                                                   (iptables is installed when missing)
 #
 # DIR holds what a group needs to log in, as a kubernetes.io/ssh-auth Secret would:
 #   ssh-privatekey, ssh-privatekey.pub   the client key (authorized for root on every host)
@@ -58,7 +63,7 @@ MARKER=workflow-test-marker
 
 cmd="${1:-}"
 DIR="${2:-}"
-[[ -n "${cmd}" && -n "${DIR}" ]] || die "usage: $0 up|down|start|stop|hang|exec|status DIR [COUNT|N [CMD...]]"
+[[ -n "${cmd}" && -n "${DIR}" ]] || die "usage: $0 up|down|start|stop|hang|exec|status|only-from DIR [COUNT|N [CMD...|M]]"
 mkdir -p "${DIR}"
 DIR="$(cd "${DIR}" && pwd)"
 # A short id of DIR names its namespaces and links (links have at most 15 characters).
@@ -321,6 +326,20 @@ exec_in() {
   exec nsenter --target "${pid}" --mount --uts --net --root --wd -- "$@"
 }
 
+# only_from N M: host N takes connections to its SSH port from host M's address only.
+only_from() {
+  local n="$1" m="$2" from
+  from="$(awk -v m="${m}" 'NR == m {print $2}' "${DIR}/hosts")"
+  [[ -n "${from}" ]] || die "no address for host ${m} in ${DIR}/hosts"
+  if ! command -v iptables >/dev/null 2>&1; then
+    log "installing iptables"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends iptables >/dev/null
+  fi
+  ip netns exec "$(ns_of "${n}")" iptables -I INPUT -p tcp --dport 22 ! -s "${from}" \
+    -j REJECT --reject-with tcp-reset
+}
+
 up() {
   local want="$1" have
   [[ "${want}" =~ ^[0-9]+$ && "${want}" -ge 1 && "${want}" -le 63 ]] || die "COUNT must be 1-63"
@@ -420,6 +439,9 @@ case "${cmd}" in
   hang) host_number "${3:?usage: $0 hang DIR N}"; hang "$3" ;;
   exec) host_number "${3:?usage: $0 exec DIR N CMD...}"; n="$3"; shift 3; exec_in "${n}" "$@" ;;
   status) status ;;
+  only-from)
+    host_number "${3:?usage: $0 only-from DIR N M}"; host_number "${4:?usage: $0 only-from DIR N M}"
+    only_from "$3" "$4" ;;
   _root) enter_root "${3:?}" ;;
-  *) die "unknown command ${cmd}: up, down, start, stop, hang, exec or status" ;;
+  *) die "unknown command ${cmd}: up, down, start, stop, hang, exec, status or only-from" ;;
 esac

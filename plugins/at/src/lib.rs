@@ -125,6 +125,7 @@ impl WorkflowType for At {
 
     fn template(ctx: &Context<AtParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
+        ctx.params.ssh.validate_targets(&ctx.targets)?;
         let params = &ctx.params;
         let step = if params.on_targets {
             let budget = TargetBudget {

@@ -85,6 +85,7 @@ impl WorkflowType for Decommission {
 
     fn template(ctx: &Context<DecommissionParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
+        ctx.params.ssh.validate_targets(&ctx.targets)?;
         let p = &ctx.params;
         let budget = TargetBudget {
             max_failed_targets: p.max_failed_targets,

@@ -18,7 +18,7 @@
 //! | `nodeReady` | `false` | also check that each target's Node is Ready, then remove the joining taint `workflow.rxg456.cn/joining` setup's `join` registers it with (the step's pod needs a service account that may get nodes, and patch those with the taint: `spec.podTemplates.post-check.serviceAccountName`, e.g. `deploy/join/`'s) |
 //! | `nodeReadyTimeoutSeconds` | 300 | how long to wait for the Nodes to be Ready |
 //! | `maxFailedTargets`, `minHealthyPercent` | none may fail | how many targets may fail before the step fails |
-//! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles` |
+//! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles`, `jumpHost` (`address`, `user`, `port`) |
 //!
 //! With nothing asked, the step checks that every target can be logged in to.
 //!
@@ -97,6 +97,7 @@ impl WorkflowType for PostCheck {
 
     fn template(ctx: &Context<PostCheckParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
+        ctx.params.ssh.validate_targets(&ctx.targets)?;
         let p = &ctx.params;
         let script = shell_assignments(&[
             ("PACKAGES", p.packages.join(" ")),

@@ -22,7 +22,7 @@
 //! | `checkPeers` | when at most 50 targets | each target must reach every other target on the SSH port |
 //! | `probeTimeoutSeconds` | 3 | time for one TCP probe |
 //! | `maxFailedTargets`, `minHealthyPercent` | none may fail | how many targets may fail a step before it fails |
-//! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles` |
+//! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles`, `jumpHost` (`address`, `user`, `port`) |
 //!
 //! ```yaml
 //! spec:
@@ -137,6 +137,7 @@ impl WorkflowType for PreCheck {
 
     fn template(ctx: &Context<PreCheckParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
+        ctx.params.ssh.validate_targets(&ctx.targets)?;
         let p = &ctx.params;
         let mut commands = vec!["sh".to_owned()];
         commands.extend(p.required_commands.iter().cloned());

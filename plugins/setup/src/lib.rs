@@ -15,7 +15,7 @@
 //! | `scriptFile` | none | a file in the step pod (mount a ConfigMap with `spec.podTemplates.setup`) run on every target by `sh` (or its `#!` interpreter) |
 //! | `retries` | 2 | times `install-packages` is tried again when a target's package database is locked |
 //! | `maxFailedTargets`, `minHealthyPercent` | none may fail | how many targets may fail a step before it fails |
-//! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles` |
+//! | `ssh` | | how to log in: `user`, `port`, `parallel`, `connectTimeoutSeconds`, `commandTimeoutSeconds`, `hostKeyPolicy`, `roles`, `jumpHost` (`address`, `user`, `port`) |
 //! | `join` | none | make the targets Nodes of this cluster: a third step, `join-cluster` (below) |
 //!
 //! # Joining the cluster (`join`)
@@ -365,6 +365,7 @@ impl WorkflowType for Setup {
 
     fn template(ctx: &Context<SetupParams>) -> Result<Vec<Step>, Error> {
         Self::validate(&ctx.params)?;
+        ctx.params.ssh.validate_targets(&ctx.targets)?;
         let p = &ctx.params;
         let budget = TargetBudget {
             max_failed_targets: p.max_failed_targets,
