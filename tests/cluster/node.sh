@@ -438,6 +438,13 @@ cmd_up() {
     cmd_down
   fi
 
+  # A bridge of this name without its node directory was left by a node whose directory was
+  # removed by hand: it holds another subnet, which the bridge plugin would refuse to change.
+  if ip link show "${BRIDGE}" >/dev/null 2>&1; then
+    log "removing bridge ${BRIDGE}, left by a node that was not taken down"
+    ip link delete "${BRIDGE}" 2>/dev/null || true
+  fi
+
   ensure_packages
   local bin; bin="$("${HERE}/build.sh" --print-bin-dir)"
   [[ -x "${bin}/kubelet" ]] || "${HERE}/build.sh" >&2

@@ -285,7 +285,8 @@ fn plan_waves(
             };
             match decide_unit(seen.get(&unit.key()), group.spec.paused) {
                 UnitMove::Completed(w) => {
-                    progress.started = true;
+                    // Kept from an earlier run, it did not start the wave in this one.
+                    progress.started |= w.run.max(w.asked_run) >= plan.run;
                     progress.failed.extend(w.failed_targets.clone());
                 }
                 UnitMove::Failed(w) => {
@@ -304,14 +305,16 @@ fn plan_waves(
                     }
                     break;
                 }
-                UnitMove::Act(Act::Create) if !progress.started => {
+                // The first Workflow of a wave in this run, made or run again: the wave starts
+                // only after its rest and inside its window, in a re-run too.
+                UnitMove::Act(act @ (Act::Create | Act::RunAgain(..))) if !progress.started => {
                     let finished = plan.status.rollout.as_ref().map(|r| r.waves.as_slice());
                     if let Some(hold) =
                         wave_hold(group, wave, finished.unwrap_or_default(), plan.now)
                     {
                         return plan.hold(hold);
                     }
-                    return plan.act(&unit, Act::Create, &progress, waves.len(), plugins);
+                    return plan.act(&unit, act, &progress, waves.len(), plugins);
                 }
                 UnitMove::Act(act) => {
                     return plan.act(&unit, act, &progress, waves.len(), plugins);
@@ -916,6 +919,47 @@ mod tests {
         assert!(
             message.contains("opens at 2027-01-16T10:00:00Z"),
             "{message}"
+        );
+    }
+
+    #[test]
+    fn a_rerun_starts_a_wave_only_inside_its_window_too() {
+        // now() is 2027-01-15T08:00:00Z; the window is 10:00-12:00 UTC.
+        let mut group = rollout(2, 0, BudgetPolicy::Fail);
+        group.spec.rollout.as_mut().unwrap().window = Some(MaintenanceWindow {
+            days: Vec::new(),
+            start: "10:00".into(),
+            end: "12:00".into(),
+            time_zone: None,
+        });
+        // Run 1 failed at wave 1's setup, inside the window.
+        let mut workflows = up_to_wave(&group, 1);
+        workflows.get_mut("setup#1").unwrap().phase = Some(Phase::Failed);
+        workflows.remove("post-check#1");
+        let inside = at(now().as_second() + 2 * 3600 + 60);
+        let plan = plan_group(&group, &workflows, &all_loaded(), inside);
+        assert_eq!(plan.status.phase, Some(Phase::Failed));
+        let mut group = after(&group, &plan);
+        group.spec.rerun = Some(RerunRequest {
+            id: "again".into(),
+            ..RerunRequest::default()
+        });
+        // Asked for the next morning, with the window closed: the re-run begins, and its
+        // first wave waits for the window before its setup runs again.
+        let closed = at(now().as_second() + 24 * 3600);
+        let plan = plan_group(&group, &workflows, &all_loaded(), closed);
+        assert_eq!(plan.status.phase, Some(Phase::Running));
+        let group = after(&group, &plan);
+        let plan = plan_group(&group, &workflows, &all_loaded(), closed);
+        assert!(plan.rerun.is_none(), "run again outside its window");
+        let (_, why, message) = condition(&plan);
+        assert_eq!(why, reason::WAITING_FOR_WINDOW);
+        assert!(message.starts_with("wave 1 waits"), "{message}");
+        let opens = at(now().as_second() + 26 * 3600 + 60);
+        let plan = plan_group(&group, &workflows, &all_loaded(), opens);
+        assert_eq!(
+            plan.rerun.as_ref().map(|p| p.workflow.as_str()),
+            Some("wf-setup#1")
         );
     }
 
