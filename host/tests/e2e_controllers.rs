@@ -1063,8 +1063,21 @@ fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_
     let of_kind =
         |kind: &str| -> Vec<&Value> { objects.iter().filter(|o| o["kind"] == kind).collect() };
     assert_eq!(of_kind("CustomResourceDefinition").len(), 3);
-    assert_eq!(of_kind("ValidatingAdmissionPolicy").len(), 1);
-    assert_eq!(of_kind("ValidatingAdmissionPolicyBinding").len(), 1);
+    // The approvals' policy and the requests' (who asked for a re-run or a pause).
+    let names = |kind: &str| -> Vec<&str> {
+        let mut names: Vec<&str> = of_kind(kind)
+            .iter()
+            .map(|o| o["metadata"]["name"].as_str().unwrap_or_default())
+            .collect();
+        names.sort_unstable();
+        names
+    };
+    let policies = [
+        "approvals.workflow.rxg456.cn",
+        "requests.workflow.rxg456.cn",
+    ];
+    assert_eq!(names("ValidatingAdmissionPolicy"), policies);
+    assert_eq!(names("ValidatingAdmissionPolicyBinding"), policies);
 
     let deployment = of_kind("Deployment");
     assert_eq!(deployment.len(), 1);
