@@ -1,7 +1,8 @@
 //! The steps the operator adds to a Workflow, beside its plugin's: cordon and drain around
 //! disruptive work (`spec.drain`), and the health gate before a wave
 //! (`spec.rollout.healthGate`); how they are judged, and the account the drain's run as.
-//! These steps are the operator's: no plugin gates or judges them.
+//! These steps are the operator's: no plugin gates or judges them (the Workflow controller
+//! judges them by [`verdict`]).
 //!
 //! ## Cordon and drain
 //!
@@ -21,11 +22,9 @@
 //! its retries, fails the Workflow and so the wave before it touched a target, and the wave's
 //! targets count against the failure budget.
 
-use workflow_model::{Gate, Step, StepOutcome, Verdict};
+use workflow_model::{Step, StepOutcome, Verdict};
 
 use crate::api::{Drain, HealthGate, Workflow};
-use crate::controllers::workflow::step::StepJudge;
-use crate::plugin::{self, PluginError};
 
 /// The step that cordons and drains the targets' Nodes.
 pub const DRAIN_STEP: &str = "cordon-and-drain";
@@ -145,43 +144,10 @@ pub fn service_account<'a>(workflow: &'a Workflow, step: &str) -> Option<&'a str
     is_drain_step(workflow, step).then_some(drain.service_account_name.as_str())
 }
 
-/// The plugin's judge, with the operator's steps judged by the operator: they start as soon
-/// as they are ready, and complete when their pod succeeded (for the drain's, when every target
-/// is done).
-pub struct WithOperatorSteps<'a> {
-    pub plugin: &'a dyn StepJudge,
-    pub workflow: &'a Workflow,
-}
-
-impl StepJudge for WithOperatorSteps<'_> {
-    fn validate(&self, params: &serde_json::Value) -> Result<(), PluginError> {
-        self.plugin.validate(params)
-    }
-
-    fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError> {
-        if is_operator_step(self.workflow, &step.name) {
-            return Ok(Gate::StartNow);
-        }
-        self.plugin.gate(step, ctx)
-    }
-
-    fn evaluate(
-        &self,
-        step: &Step,
-        outcome: &StepOutcome,
-        ctx: &plugin::GroupContext,
-    ) -> Result<Verdict, PluginError> {
-        if is_operator_step(self.workflow, &step.name) {
-            return Ok(judge(outcome));
-        }
-        self.plugin.evaluate(step, outcome, ctx)
-    }
-}
-
 /// An operator step's verdict: completed when its pod succeeded, else worth another try
 /// (within the step's retries: none but the health gate's) naming each target that is not done
 /// and why, or what the step said.
-fn judge(outcome: &StepOutcome) -> Verdict {
+pub fn verdict(outcome: &StepOutcome) -> Verdict {
     if outcome.succeeded {
         return Verdict::Completed;
     }
@@ -328,7 +294,7 @@ mod tests {
             targets: report,
         };
         assert_eq!(
-            judge(&failed),
+            verdict(&failed),
             Verdict::Retry(
                 "node-2: the drain of Node node-2 did not finish in 5 s: blocked: shop/web-0: budget"
                     .into()
@@ -338,6 +304,6 @@ mod tests {
             succeeded: true,
             ..failed
         };
-        assert_eq!(judge(&done), Verdict::Completed);
+        assert_eq!(verdict(&done), Verdict::Completed);
     }
 }

@@ -6,9 +6,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
 use super::refusal::PodRefusal;
-use crate::api::{Phase, Step, StepDetail, fmt_time};
+use crate::api::{Phase, Step, StepDetail, Workflow, fmt_time};
 use crate::controllers::reason;
 use crate::controllers::status::Transition;
+use crate::operator_steps;
 use crate::plugin::{self, Gate, PluginError, StepOutcome, Verdict};
 
 /// How the Workflow controller sees a plugin: the calls it makes about a workflow's params and
@@ -42,6 +43,39 @@ impl StepJudge for plugin::Plugin {
         ctx: &plugin::GroupContext,
     ) -> Result<Verdict, PluginError> {
         plugin::Plugin::evaluate(self, step, outcome, ctx)
+    }
+}
+
+/// The plugin's judge, with the operator's steps judged by the operator: they start as soon
+/// as they are ready, and complete when their pod succeeded (for the drain's, when every target
+/// is done).
+pub struct WithOperatorSteps<'a> {
+    pub plugin: &'a dyn StepJudge,
+    pub workflow: &'a Workflow,
+}
+
+impl StepJudge for WithOperatorSteps<'_> {
+    fn validate(&self, params: &serde_json::Value) -> Result<(), PluginError> {
+        self.plugin.validate(params)
+    }
+
+    fn gate(&self, step: &Step, ctx: &plugin::GroupContext) -> Result<Gate, PluginError> {
+        if operator_steps::is_operator_step(self.workflow, &step.name) {
+            return Ok(Gate::StartNow);
+        }
+        self.plugin.gate(step, ctx)
+    }
+
+    fn evaluate(
+        &self,
+        step: &Step,
+        outcome: &StepOutcome,
+        ctx: &plugin::GroupContext,
+    ) -> Result<Verdict, PluginError> {
+        if operator_steps::is_operator_step(self.workflow, &step.name) {
+            return Ok(operator_steps::verdict(outcome));
+        }
+        self.plugin.evaluate(step, outcome, ctx)
     }
 }
 

@@ -106,7 +106,7 @@ pub fn plan_workflow(
     defaults: &StepDefaults,
     now: Timestamp,
 ) -> WorkflowPlan {
-    let judge = &crate::operator_steps::WithOperatorSteps {
+    let judge = &super::step::WithOperatorSteps {
         plugin: judge,
         workflow,
     };

@@ -6,10 +6,39 @@ use k8s_openapi::jiff::Timestamp;
 
 use super::WorkflowPlan;
 use crate::api::{
-    ConditionStatus, Phase, RerunFrom, RerunTargets, Step, StepDetail, Workflow, rerun_pending,
+    ConditionStatus, Phase, RerunFrom, RerunTargets, Step, StepDetail, Workflow, WorkflowStatus,
+    rerun_pending,
 };
 use crate::controllers::reason;
 use crate::controllers::status::{Transition, set_succeeded, succeeded_condition};
+
+/// Sets the steps of `again` Pending with nothing of their earlier attempts, each narrowed to
+/// the targets it failed on when `targets` says so: those narrowed (`<step> on <targets>`).
+fn reset(
+    status: &mut WorkflowStatus,
+    again: &BTreeSet<&str>,
+    targets: RerunTargets,
+    workflow: &Workflow,
+) -> Vec<String> {
+    let mut narrowed = Vec::new();
+    for name in again {
+        status.step_status.insert(name.to_string(), Phase::Pending);
+        let before = status.step_details.remove(*name);
+        let only = match targets {
+            RerunTargets::Failed => before.as_ref().and_then(|d| failed_targets(d, workflow)),
+            RerunTargets::All => None,
+        };
+        if let Some(only) = only {
+            narrowed.push(format!("{name} on {}", only.join(", ")));
+            let detail = StepDetail {
+                only_targets: only,
+                ..StepDetail::default()
+            };
+            status.step_details.insert(name.to_string(), detail);
+        }
+    }
+    narrowed
+}
 
 /// Most bytes of the targets a step narrowed to its failed ones runs on, as JSON: the pod
 /// carries them in an annotation (all of a pod's together may not pass 256 KiB).
@@ -77,23 +106,7 @@ pub fn plan_rerun(workflow: &Workflow, now: Timestamp) -> Option<WorkflowPlan> {
             ..WorkflowPlan::default()
         });
     }
-    let mut narrowed = Vec::new();
-    for name in &again {
-        status.step_status.insert(name.to_string(), Phase::Pending);
-        let before = status.step_details.remove(*name);
-        let only = match rerun.targets {
-            RerunTargets::Failed => before.as_ref().and_then(|d| failed_targets(d, workflow)),
-            RerunTargets::All => None,
-        };
-        if let Some(only) = only {
-            narrowed.push(format!("{name} on {}", only.join(", ")));
-            let detail = StepDetail {
-                only_targets: only,
-                ..StepDetail::default()
-            };
-            status.step_details.insert(name.to_string(), detail);
-        }
-    }
+    let narrowed = reset(&mut status, &again, rerun.targets, workflow);
     let done = status
         .step_status
         .values()

@@ -273,6 +273,37 @@ fn step_env(
     env
 }
 
+/// The volume of the targets file: the Workflow's ConfigMap, or for a step `narrowed` to fewer
+/// targets (a re-run of the failed ones) the pod's own annotation of them.
+fn targets_volume(workflow: &Workflow, narrowed: bool) -> Volume {
+    if !narrowed {
+        return Volume {
+            name: TARGETS_VOLUME.into(),
+            config_map: Some(ConfigMapVolumeSource {
+                name: targets_config_map_name(workflow),
+                optional: Some(false),
+                ..ConfigMapVolumeSource::default()
+            }),
+            ..Volume::default()
+        };
+    }
+    Volume {
+        name: TARGETS_VOLUME.into(),
+        downward_api: Some(DownwardAPIVolumeSource {
+            items: Some(vec![DownwardAPIVolumeFile {
+                path: TARGETS_KEY.into(),
+                field_ref: Some(ObjectFieldSelector {
+                    field_path: format!("metadata.annotations['{ANNOTATION_TARGETS}']"),
+                    ..ObjectFieldSelector::default()
+                }),
+                ..DownwardAPIVolumeFile::default()
+            }]),
+            ..DownwardAPIVolumeSource::default()
+        }),
+        ..Volume::default()
+    }
+}
+
 /// The pod's volumes and the container's mounts: the targets' ConfigMap (or, for a step
 /// `narrowed` to fewer targets, the pod's own annotation of them), the template's, and the
 /// fleet's SSH key for a step that logs in through the runner (unless the template mounts
@@ -284,33 +315,7 @@ fn step_volumes(
     defaults: &StepDefaults,
     narrowed: bool,
 ) -> (Vec<Volume>, Vec<VolumeMount>) {
-    let mut volumes = vec![if narrowed {
-        Volume {
-            name: TARGETS_VOLUME.into(),
-            downward_api: Some(DownwardAPIVolumeSource {
-                items: Some(vec![DownwardAPIVolumeFile {
-                    path: TARGETS_KEY.into(),
-                    field_ref: Some(ObjectFieldSelector {
-                        field_path: format!("metadata.annotations['{ANNOTATION_TARGETS}']"),
-                        ..ObjectFieldSelector::default()
-                    }),
-                    ..DownwardAPIVolumeFile::default()
-                }]),
-                ..DownwardAPIVolumeSource::default()
-            }),
-            ..Volume::default()
-        }
-    } else {
-        Volume {
-            name: TARGETS_VOLUME.into(),
-            config_map: Some(ConfigMapVolumeSource {
-                name: targets_config_map_name(workflow),
-                optional: Some(false),
-                ..ConfigMapVolumeSource::default()
-            }),
-            ..Volume::default()
-        }
-    }];
+    let mut volumes = vec![targets_volume(workflow, narrowed)];
     volumes.extend(
         template
             .volumes
