@@ -14,6 +14,7 @@
 #   openssh-server, openssh-client
 #                                the target hosts' sshd, and the SSH runner's tests
 #   lua5.1                       the Argo CD health checks, run by the GitOps test
+#   chromium, chromium-driver    the web view's test and bench, in a real (headless) browser
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -25,6 +26,7 @@ wanted=(
   containerd:containerd runc:runc iptables:iptables /usr/lib/cni/bridge:containernetworking-plugins
   /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client
   lua5.1:lua5.1
+  chromium:chromium chromedriver:chromium-driver
 )
 missing=()
 for pair in "${wanted[@]}"; do

@@ -12,6 +12,7 @@
 //!   of steps count.
 //! - [`cli`]: subcommands of the `workflow-operator` binary.
 //! - [`http`]: health, readiness, metrics and the loaded plugins.
+//! - [`view`]: one model of a group's tree and its waves' grid, for `get` and the web view.
 //! - [`plugin_configmaps`]: plugins from labelled ConfigMaps, read through the API.
 //! - [`leader`]: leader election on a Lease, so that replicas wait as standbys.
 //! - [`webhook`]: the validating admission webhook: plugins refuse bad groups at apply time.
@@ -29,6 +30,7 @@ pub mod plugin;
 pub mod plugin_configmaps;
 pub mod provenance;
 pub mod render;
+pub mod view;
 pub mod webhook;
 
 pub use workflow_model::graph;

@@ -141,6 +141,10 @@ enum Command {
         #[arg(short, long)]
         namespace: Option<String>,
     },
+    /// Serve a read-only web view of the groups, live, on loopback, as the kubeconfig's user:
+    /// the groups with their phase and progress, and a group's waves as a grid of targets by
+    /// type, its steps, runs, locks, Events and logs. Prints the URL and opens a browser.
+    Ui(workflow_operator::cli::ui::UiArgs),
 }
 
 #[derive(clap::Args)]
@@ -327,6 +331,7 @@ fn main() -> ExitCode {
             step,
             namespace,
         } => workflow_operator::cli::get::logs(&group, &step, namespace),
+        Command::Ui(args) => workflow_operator::cli::ui::ui(args),
         Command::Approve {
             group,
             step,

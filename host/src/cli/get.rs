@@ -8,7 +8,7 @@ use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, ListParams, LogParams};
 use kube::{Client, ResourceExt};
 
-use super::tree::group_tree;
+use crate::view::text::group_tree;
 use workflow_model::text;
 
 use crate::api::{
@@ -65,36 +65,67 @@ pub fn logs(group: &str, step: &str, namespace: Option<String>) -> anyhow::Resul
                 .and_then(|s| s.step_details.get(step))
                 .cloned()
                 .unwrap_or_default();
-            let Some(pod) = &detail.pod else {
-                eprintln!("step {step} of {} has not started", workflow.name_any());
-                continue;
-            };
-            let params = LogParams {
-                container: Some(CONTAINER.into()),
-                ..LogParams::default()
-            };
-            match pods.logs(pod, &params).await {
-                Ok(output) => print!("{}", shown_output(&output)),
-                Err(kube::Error::Api(e)) if e.code == 404 => match &detail.log {
-                    Some(log) => {
-                        eprintln!("(pod {pod} is gone: the end of its output, as the step's status kept it)");
-                        println!("{}", shown_output(log));
-                    }
-                    None => eprintln!(
-                        "pod {pod} is gone and the step's status kept no output (a step that succeeded keeps only what it wrote to its termination message)"
-                    ),
-                },
-                Err(e) => return Err(anyhow!(e).context(format!("reading the log of pod {ns}/{pod}"))),
+            match step_output(&pods, &workflow.name_any(), step, &detail).await? {
+                StepOutput::Pod(output) => print!("{}", shown_output(&output)),
+                StepOutput::Kept(pod, log) => {
+                    eprintln!(
+                        "(pod {pod} is gone: the end of its output, as the step's status kept it)"
+                    );
+                    println!("{}", shown_output(&log));
+                }
+                StepOutput::Nothing(why) => eprintln!("{why}"),
             }
         }
         Ok(0)
     })
 }
 
+/// A step's output, and where it comes from.
+pub(crate) enum StepOutput {
+    /// Its pod's log.
+    Pod(String),
+    /// Its pod (named) is gone: the end of its output, as its status kept it.
+    Kept(String, String),
+    /// There is none, and why.
+    Nothing(String),
+}
+
+/// The output of `step` of Workflow `workflow` whose detail is `detail`: from its pod while the
+/// pod exists, else what its status kept.
+///
+/// # Errors
+/// The API server refused to give the pod's log.
+pub(crate) async fn step_output(
+    pods: &Api<Pod>,
+    workflow: &str,
+    step: &str,
+    detail: &crate::api::StepDetail,
+) -> anyhow::Result<StepOutput> {
+    let Some(pod) = &detail.pod else {
+        return Ok(StepOutput::Nothing(format!(
+            "step {step} of {workflow} has not started"
+        )));
+    };
+    let params = LogParams {
+        container: Some(CONTAINER.into()),
+        ..LogParams::default()
+    };
+    match pods.logs(pod, &params).await {
+        Ok(output) => Ok(StepOutput::Pod(output)),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(match &detail.log {
+            Some(log) => StepOutput::Kept(pod.clone(), log.clone()),
+            None => StepOutput::Nothing(format!(
+                "pod {pod} is gone and the step's status kept no output (a step that succeeded keeps only what it wrote to its termination message)"
+            )),
+        }),
+        Err(e) => Err(anyhow!(e).context(format!("reading the log of pod {pod}"))),
+    }
+}
+
 /// A step's output as `logs` prints it: its lines and tabs kept, every other control character
 /// (ESC, carriage return, C1 controls, DEL) escaped, so that what a target wrote cannot drive
 /// the terminal (output is inert).
-fn shown_output(output: &str) -> std::borrow::Cow<'_, str> {
+pub(crate) fn shown_output(output: &str) -> std::borrow::Cow<'_, str> {
     text::escape_controls_in_lines(output)
 }
 

@@ -4,4 +4,4 @@ pub mod get;
 pub mod plan;
 pub mod plugin;
 pub mod scaffold;
-pub mod tree;
+pub mod ui;

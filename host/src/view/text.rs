@@ -1,6 +1,6 @@
-//! `workflow-operator get`: a group as a tree, group -> Workflows -> steps -> targets, with
-//! each one's phase, start, duration, attempts, exit code and why it is where it is. A pure
-//! function of the objects, so what it prints is tested without a cluster.
+//! The text renderer of a group's tree (`workflow-operator get`): group -> Workflows -> steps
+//! -> targets, with each one's phase, start, duration, attempts, exit code and why it is where
+//! it is, drawn from the [`GroupView`].
 //!
 //! Output is inert: every name and message it prints from the objects (what steps, targets
 //! and plugins said, names in a hand-made Workflow) has its control characters escaped
@@ -9,38 +9,36 @@
 use std::borrow::Cow;
 use std::fmt::Write as _;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::{Timestamp, tz::TimeZone};
-use kube::ResourceExt;
 use workflow_model::text;
 
-use crate::api::{Phase, StepDetail, Workflow, WorkflowGroup};
-use crate::controllers::status::succeeded;
+use super::{ApprovalState, GroupView, StepView, WorkflowView};
+use crate::api::{Phase, Workflow, WorkflowGroup};
 
 /// Most failed targets listed under a step; the rest are counted.
 const MAX_TARGETS_SHOWN: usize = 10;
 
 /// The tree of `group` and its `workflows` (in any order), at `now`.
 pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp) -> String {
-    let status = group.status.clone().unwrap_or_default();
-    let condition = succeeded(&status.conditions);
+    render(&GroupView::new(group, workflows), now)
+}
+
+/// The tree of `view`, at `now`.
+pub fn render(view: &GroupView, now: Timestamp) -> String {
     let mut out = String::new();
-    let phase = status.phase.unwrap_or_default();
     let _ = writeln!(
         out,
         "WorkflowGroup {}/{}  {}  {}",
-        word(&group.namespace().unwrap_or_default()),
-        word(&group.name_any()),
-        phase,
-        timing(
-            status.start_time.as_ref().map(|t| t.0),
-            status.completion_time.as_ref().map(|t| t.0),
-            now
-        ),
+        word(&view.namespace),
+        word(&view.name),
+        view.phase,
+        timing(view.started.as_ref(), view.finished.as_ref(), now),
     );
-    if let Some(c) = condition {
-        let _ = writeln!(out, "│ {}: {}", word(&c.reason), brief(&c.message));
+    if let (Some(reason), Some(message)) = (&view.reason, &view.message) {
+        let _ = writeln!(out, "│ {}: {}", word(reason), brief(message));
     }
-    if let Some(rollout) = &status.rollout {
+    if let Some(rollout) = &view.rollout {
         let _ = writeln!(
             out,
             "│ waves {} done, {} target(s) failed",
@@ -53,7 +51,7 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
             let _ = writeln!(out, "│ next wave starts at {}", at.0);
         }
     }
-    if let Some(run) = status.runs.last() {
+    if let Some(run) = view.runs.last() {
         let _ = writeln!(
             out,
             "│ run {} ({}){}: {}, {} run(s) listed",
@@ -64,132 +62,91 @@ pub fn group_tree(group: &WorkflowGroup, workflows: &[Workflow], now: Timestamp)
                 .map(|id| format!(" for re-run {id:?}"))
                 .unwrap_or_default(),
             run.phase,
-            status.runs.len()
+            view.runs.len()
         );
     }
-    // In the order the group lists them (the order they ran), then any it does not list.
-    let mut ordered: Vec<&Workflow> = status
-        .workflows
-        .iter()
-        .filter_map(|r| workflows.iter().find(|w| w.name_any() == r.name))
-        .collect();
-    for w in workflows {
-        if !ordered.iter().any(|o| o.name_any() == w.name_any()) {
-            ordered.push(w);
-        }
-    }
-    // Types the group has not reached (nothing created yet).
-    let created: Vec<&str> = status.workflows.iter().map(|w| w.type_.as_str()).collect();
-    let pending: Vec<&str> = group
-        .spec
-        .workflow_steps
-        .iter()
-        .map(String::as_str)
-        .filter(|t| !created.contains(t) && group.spec.rollout.is_none())
-        .collect();
-    for (i, workflow) in ordered.iter().enumerate() {
-        let last = i + 1 == ordered.len() && pending.is_empty();
+    for (i, workflow) in view.workflows.iter().enumerate() {
+        let last = i + 1 == view.workflows.len() && view.not_started.is_empty();
         workflow_branch(&mut out, workflow, last, now);
     }
-    if !pending.is_empty() {
-        let _ = writeln!(out, "└── not started: {}", word(&pending.join(", ")));
+    if !view.not_started.is_empty() {
+        let _ = writeln!(
+            out,
+            "└── not started: {}",
+            word(&view.not_started.join(", "))
+        );
     }
     out
 }
 
-fn workflow_branch(out: &mut String, workflow: &Workflow, last: bool, now: Timestamp) {
-    let status = workflow.status.clone().unwrap_or_default();
+fn workflow_branch(out: &mut String, workflow: &WorkflowView, last: bool, now: Timestamp) {
     let (branch, indent) = if last {
         ("└── ", "    ")
     } else {
         ("├── ", "│   ")
     };
     let wave = workflow
-        .labels()
-        .get(crate::api::LABEL_WAVE)
-        .map(|w| format!(" wave {}", word(w)))
+        .wave
+        .map(|w| format!(" wave {w}"))
         .unwrap_or_default();
-    let run = status.run.map(|r| format!(", run {r}")).unwrap_or_default();
+    let run = workflow
+        .run
+        .map(|r| format!(", run {r}"))
+        .unwrap_or_default();
     let _ = writeln!(
         out,
         "{branch}Workflow {} ({}{wave}{run})  {}  {}",
-        word(&workflow.name_any()),
-        word(&workflow.spec.type_),
-        status.phase.unwrap_or_default(),
-        timing(
-            status.start_time.as_ref().map(|t| t.0),
-            status.completion_time.as_ref().map(|t| t.0),
-            now
-        ),
+        word(&workflow.name),
+        word(&workflow.type_),
+        workflow.phase,
+        timing(workflow.started.as_ref(), workflow.finished.as_ref(), now),
     );
-    if let Some(c) = succeeded(&status.conditions).filter(|c| c.reason != "Running") {
-        let _ = writeln!(out, "{indent}│ {}: {}", word(&c.reason), brief(&c.message));
+    if let (Some(reason), Some(message)) = (&workflow.reason, &workflow.message) {
+        let _ = writeln!(out, "{indent}│ {}: {}", word(reason), brief(message));
     }
-    let steps = &workflow.spec.steps;
-    for (i, step) in steps.iter().enumerate() {
-        let last = i + 1 == steps.len();
-        let phase = status
-            .step_status
-            .get(&step.name)
-            .copied()
-            .unwrap_or_default();
-        let detail = status
-            .step_details
-            .get(&step.name)
-            .cloned()
-            .unwrap_or_default();
-        step_branch(out, indent, &step.name, phase, &detail, last, now);
+    for (i, step) in workflow.steps.iter().enumerate() {
+        step_branch(out, indent, step, i + 1 == workflow.steps.len(), now);
     }
 }
 
-fn step_branch(
-    out: &mut String,
-    indent: &str,
-    name: &str,
-    phase: Phase,
-    detail: &StepDetail,
-    last: bool,
-    now: Timestamp,
-) {
+fn step_branch(out: &mut String, indent: &str, step: &StepView, last: bool, now: Timestamp) {
     let (branch, more) = if last {
         ("└── ", "    ")
     } else {
         ("├── ", "│   ")
     };
-    let mut line = format!("{indent}{branch}{}  {phase}", word(name));
-    if detail.started_at.is_some() {
+    let phase = step.phase;
+    let mut line = format!("{indent}{branch}{}  {phase}", word(&step.name));
+    if step.started.is_some() {
         line.push_str("  ");
-        line.push_str(&timing(
-            detail.started_at.as_ref().map(|t| t.0),
-            detail.finished_at.as_ref().map(|t| t.0),
-            now,
-        ));
+        line.push_str(&timing(step.started.as_ref(), step.finished.as_ref(), now));
     }
-    if detail.attempts > 0 {
-        let _ = write!(line, "  attempts {}", detail.attempts);
+    if step.attempts > 0 {
+        let _ = write!(line, "  attempts {}", step.attempts);
     }
-    if let Some(code) = detail.exit_code {
+    if let Some(code) = step.exit_code {
         let _ = write!(line, "  exit {code}");
     }
-    if let Some(approval) = detail.approval.as_ref().filter(|_| phase != Phase::Pending) {
-        match approval.approved_by.as_slice() {
-            [] => line.push_str("  started without approval (its timeout)"),
-            by => {
-                let _ = write!(line, "  approved by {}", word(&by.join(", ")));
+    if let Some(approval) = &step.approval {
+        match approval.state {
+            ApprovalState::Waiting => {}
+            ApprovalState::TimedOut => line.push_str("  started without approval (its timeout)"),
+            ApprovalState::Approved => {
+                let _ = write!(
+                    line,
+                    "  approved by {}",
+                    word(&approval.approved_by.join(", "))
+                );
             }
         }
     }
-    if let Some(message) = &detail.message {
+    if let Some(message) = &step.message {
         let _ = write!(line, "  {}", brief(message));
-    } else if phase == Phase::Pending && detail.attempts == 0 {
+    } else if phase == Phase::Pending && step.attempts == 0 {
         line.push_str("  (waiting for its dependencies)");
     }
     let _ = writeln!(out, "{line}");
-    if let Some(asked) = detail
-        .approval
-        .as_ref()
-        .filter(|a| phase == Phase::Pending && detail.pod.is_none() && !a.digest.is_empty())
-    {
+    if let Some(asked) = step.approval.as_ref().filter(|_| step.waits_for_approval()) {
         let _ = writeln!(
             out,
             "{indent}{more}└── to approve: {} (content {})",
@@ -197,7 +154,7 @@ fn step_branch(
             crate::approvals::judge::short(&asked.digest)
         );
     }
-    if let Some(report) = &detail.targets {
+    if let Some(report) = &step.targets {
         let _ = writeln!(
             out,
             "{indent}{more}└── targets {}: {} ok, {} failed, {} unreachable",
@@ -220,8 +177,8 @@ fn step_branch(
 }
 
 /// `started 12:00:01, 3.2s` (or `running 3.2s`), in UTC.
-fn timing(start: Option<Timestamp>, end: Option<Timestamp>, now: Timestamp) -> String {
-    let Some(start) = start else {
+fn timing(start: Option<&Time>, end: Option<&Time>, now: Timestamp) -> String {
+    let Some(start) = start.map(|t| t.0) else {
         return "not started".into();
     };
     let clock = start
@@ -229,7 +186,7 @@ fn timing(start: Option<Timestamp>, end: Option<Timestamp>, now: Timestamp) -> S
         .strftime("%H:%M:%S")
         .to_string();
     let (to, verb) = match end {
-        Some(end) => (end, "took"),
+        Some(end) => (end.0, "took"),
         None => (now, "running for"),
     };
     let seconds = to.duration_since(start).as_secs_f64().max(0.0);
@@ -267,6 +224,7 @@ fn word(s: &str) -> Cow<'_, str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::StepDetail;
 
     fn objects() -> (WorkflowGroup, Vec<Workflow>) {
         let group: WorkflowGroup = serde_json::from_value(serde_json::json!({
