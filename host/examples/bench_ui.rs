@@ -11,6 +11,8 @@
 //! is measured is the view alone. It runs the debug build of `workflow-operator` (what
 //! `make build` makes) unless `WORKFLOW_OPERATOR_BIN` names another.
 
+// The bench uses part of what the tests use.
+#[allow(dead_code)]
 #[path = "../tests/support/browser.rs"]
 mod browser;
 
@@ -82,23 +84,21 @@ fn kib_of(pid: u32, field: &str) -> u64 {
         .unwrap_or_default()
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
+    // The API calls on a runtime of their own; the browser blocks on its own.
+    let rt = tokio::runtime::Runtime::new()?;
     let changes = env_or("CHANGES", 100);
     let groups = env_or("GROUPS", 1000);
     let cluster = Cluster::shared();
     cluster.kubectl_ok(&["apply", "-k", &repo_root().join("crds").to_string_lossy()]);
     let ns = cluster.fresh_namespace("bench-ui");
-    let client = kube::Client::try_from(
-        kube::Config::from_custom_kubeconfig(
-            kube::config::Kubeconfig::read_from(cluster.kubeconfig())?,
-            &kube::config::KubeConfigOptions::default(),
-        )
-        .await?,
-    )?;
-    let api: Api<WorkflowGroup> = Api::namespaced(client, &ns);
-    api.create(&PostParams::default(), &group("watched"))
-        .await?;
+    let config = rt.block_on(kube::Config::from_custom_kubeconfig(
+        kube::config::Kubeconfig::read_from(cluster.kubeconfig())?,
+        &kube::config::KubeConfigOptions::default(),
+    ))?;
+    let _guard = rt.enter();
+    let api: Api<WorkflowGroup> = Api::namespaced(kube::Client::try_from(config)?, &ns);
+    rt.block_on(api.create(&PostParams::default(), &group("watched")))?;
 
     let bin = std::env::var_os("WORKFLOW_OPERATOR_BIN")
         .map(PathBuf::from)
@@ -121,8 +121,7 @@ async fn main() -> anyhow::Result<()> {
     let mut latencies = Vec::with_capacity(changes);
     for i in 0..changes {
         let message = format!("change-{i}");
-        api.patch_status("watched", &status_params, &Patch::Merge(status(&message)))
-            .await?;
+        rt.block_on(api.patch_status("watched", &status_params, &Patch::Merge(status(&message))))?;
         let accepted = now_ms();
         latencies.push(drawn_at(&browser, &message) - accepted);
     }
@@ -138,12 +137,11 @@ async fn main() -> anyhow::Result<()> {
     let started = now_ms();
     let names: Vec<String> = (0..groups).map(|i| format!("g-{i:04}")).collect();
     for chunk in names.chunks(50) {
-        futures::future::try_join_all(chunk.iter().map(|n| {
+        rt.block_on(futures::future::try_join_all(chunk.iter().map(|n| {
             let api = api.clone();
             let g = group(n);
             async move { api.create(&PostParams::default(), &g).await }
-        }))
-        .await?;
+        })))?;
     }
     let created = now_ms();
     browser.goto(&format!(
@@ -159,12 +157,11 @@ async fn main() -> anyhow::Result<()> {
         Duration::from_secs(120),
     );
     let listed = now_ms();
-    api.patch_status(
+    rt.block_on(api.patch_status(
         "g-0000",
         &status_params,
         &Patch::Merge(status("listed-change")),
-    )
-    .await?;
+    ))?;
     let accepted = now_ms();
     let on_list = drawn_at(&browser, "listed-change") - accepted;
     let heap = browser.js("return performance.memory ? performance.memory.usedJSHeapSize : null");

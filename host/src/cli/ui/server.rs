@@ -116,21 +116,22 @@ async fn guarded(server: &Server, req: Request<Incoming>) -> Response<Body> {
         );
     }
     // The URL printed at start: the secret becomes a cookie, and the URL loses it.
-    if let Some(given) = req.uri().query().and_then(|q| query_value(q, "token")) {
-        if same(&given, &server.secret) {
-            let mut response = text(StatusCode::SEE_OTHER, "");
-            let cookie = format!(
-                "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
-                server.secret
-            );
-            let headers = response.headers_mut();
-            headers.insert(header::LOCATION, HeaderValue::from_static("/"));
-            if let Ok(value) = HeaderValue::from_str(&cookie) {
-                headers.insert(header::SET_COOKIE, value);
-            }
-            return response;
+    if let Some(given) = req.uri().query().and_then(|q| query_value(q, "token"))
+        && same(&given, &server.secret)
+    {
+        let mut response = text(StatusCode::SEE_OTHER, "");
+        let cookie = format!(
+            "{COOKIE}={}; Path=/; HttpOnly; SameSite=Strict",
+            server.secret
+        );
+        let headers = response.headers_mut();
+        headers.insert(header::LOCATION, HeaderValue::from_static("/"));
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            headers.insert(header::SET_COOKIE, value);
         }
+        return response;
     }
+
     if !carries_secret(&req, &server.secret) {
         return text(
             StatusCode::UNAUTHORIZED,
