@@ -13,12 +13,14 @@
 #   PEER=tekton N=100 scripts/bench-cluster.sh   then Tekton Pipelines, side by side
 #   PEER=all N=100 scripts/bench-cluster.sh      then both, one table with a ratio column per peer
 #   OPERATOR_ARGS="--concurrent-reconciles 16" N=100 scripts/bench-cluster.sh   other operator flags
+#   KEEP_WORK=1 RUST_LOG=info ...                 keep the operator logs (the path is printed)
 #
 # The N copies act on targets of their own. Then a contended run: CONTENDED_N (default 100)
 # groups over CONTENDED_TARGETS (default 10) shared targets, which per-target locks make take
 # turns: its wall time against the ideal (groups per target x the sample's median), overlaps
 # (pods of two groups on one target at once, from a pod watch: 0 expected), API writes per step,
-# peak RSS and the lock Leases left. CONTENDED_N=0 skips it.
+# peak RSS and the lock Leases left. CONTENDED_N=0 skips it. Then a wide run: one group of
+# WIDE_TARGETS (default 5000) targets, the time until it holds its Leases. WIDE_TARGETS=0 skips it.
 #
 # The peers run right after ours, one after another, each with its peer harness: an optional extra
 # this repository does not carry, found in PEER_DIR (by default ../shared/peers beside the
@@ -60,6 +62,8 @@ STATE="${WORKFLOW_CLUSTER_DIR:-$ROOT/.local-cluster}"
 export KUBECONFIG="$STATE/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
 BIN="$TARGET/release/workflow-operator"
+# Compiled plugins kept across the operator's starts, as a deployment keeps them across restarts.
+COMPILE_CACHE="${COMPILE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator/plugin-compile-cache}"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
@@ -126,7 +130,7 @@ cleanup() {
   [ -n "$operator_pid" ] && kill "$operator_pid" 2>/dev/null || true
   # The N groups' namespace goes at the very end (after Argo's run: its deletion is load).
   [ -n "$n_namespace" ] && kubectl delete namespace "$n_namespace" --wait=false >/dev/null 2>&1 || true
-  rm -rf "$work"
+  if [ -n "${KEEP_WORK:-}" ]; then log "kept the operator logs in $work"; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 
@@ -138,7 +142,7 @@ start_operator() {
   port="$(free_ports 1)"
   # shellcheck disable=SC2086 # OPERATOR_ARGS is a list of flags
   start_operator_bg "$BIN" "$work/operator-$ns.log" 10 --namespace "$ns" --plugin-dir "$work/plugins" \
-    --http-addr "127.0.0.1:$port" ${OPERATOR_ARGS:-}
+    --plugin-compile-cache "$COMPILE_CACHE" --http-addr "127.0.0.1:$port" ${OPERATOR_ARGS:-}
 }
 stop_operator() { kill "$operator_pid" 2>/dev/null || true; wait "$operator_pid" 2>/dev/null || true; operator_pid=""; }
 fresh_namespace() {
@@ -195,6 +199,9 @@ cluster_snapshot() {
   done >"$work/cpu-$1.txt"
 }
 cluster_snapshot before
+# The operator's CPU until now is its start (the plugins loaded from the compile cache, or
+# compiled on a first run): shown apart from what the N groups cost.
+ticks_started=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")
 t0=$(date +%s.%N)
 kubectl -n "$ns" apply -f "$work/groups.yaml" >/dev/null
 t_applied=$(date +%s.%N)
@@ -212,7 +219,7 @@ stop_operator
 python3 scripts/bench_report.py ours \
   --sample-times "$work/sample-times" --n "$N" \
   --t0 "$t0" --t-applied "$t_applied" --t1 "$t1" \
-  --rss-kib "$hwm_kib" --cpu-ticks "$ticks" --clk-tck "$hz" \
+  --rss-kib "$hwm_kib" --cpu-ticks "$ticks" --cpu-ticks-started "$ticks_started" --clk-tck "$hz" \
   --workflows "$workflows" --pods "$pods" --completed "$completed" --failed "$failed" \
   --metrics "$work/metrics.txt" \
   --apiserver-before "$work/apiserver-before.txt" --apiserver-after "$work/apiserver-after.txt" \
@@ -253,6 +260,37 @@ if [ "${CONTENDED_N:-100}" -gt 0 ]; then
     --sample-times "$work/sample-times" --t0 "$t0" --t1 "$t1" --rss-kib "$hwm_kib" \
     --completed "$completed" --failed "$failed" --metrics "$work/contended-metrics.txt" \
     --watch "$work/contended-watch.json" --locks-left "$locks_left"
+fi
+
+# --- wide: one group of WIDE_TARGETS targets taking its locks --------------------------------
+# The seed sample on WIDE_TARGETS (default 5000) targets of its own: the time from `kubectl
+# apply` to its first step pod, which the operator creates once it holds a Lease per target.
+# WIDE_TARGETS=0 skips it.
+if [ "${WIDE_TARGETS:-5000}" -gt 0 ]; then
+  wt="${WIDE_TARGETS:-5000}"
+  kubectl delete namespace "$n_namespace" --wait=false >/dev/null 2>&1 || true
+  n_namespace=""
+  ns="bench-wide-$(date +%s)"
+  fresh_namespace "$ns"
+  n_namespace="$ns"
+  start_operator "$ns"
+  python3 scripts/groups.py wide --sample "$SAMPLE" --targets "$wt" >"$work/wide.yaml"
+  t0=$(date +%s.%N)
+  kubectl -n "$ns" apply --server-side -f "$work/wide.yaml" >/dev/null
+  first_pod() { [ -n "$(kubectl -n "$ns" get pods -o name 2>/dev/null | head -1)" ]; }
+  WAIT_INTERVAL=0.05 wait_until 600 "the wide group's first step pod" first_pod
+  t1=$(date +%s.%N)
+  uid=$(kubectl -n "$ns" get workflowgroups.workflow.rxg456.cn wide -o jsonpath='{.metadata.uid}')
+  held=$(kubectl get leases -l "workflow.rxg456.cn/lock-holder=$uid" -o name | wc -l)
+  took=$(grep -o '"locks":[0-9]*\|locks=[0-9]*' "$work/operator-$ns.log" | head -1 || true)
+  printf 'wide: a group of %s targets: kubectl apply -> its first step pod %.2f s; Leases it holds %s (operator: %s)\n' \
+    "$wt" "$(echo "$t1 - $t0" | bc)" "$held" "${took:-no took-locks line}"
+  # Deleted while the operator runs, which gives its Leases back: a namespace-scoped operator
+  # leaves the locks of groups in other namespaces alone, so any left would block the next run.
+  kubectl -n "$ns" delete workflowgroups.workflow.rxg456.cn wide --timeout=300s >/dev/null || true
+  leases_gone() { [ -z "$(kubectl get leases -l "workflow.rxg456.cn/lock-holder=$uid" -o name)" ]; }
+  WAIT_INTERVAL=0.5 wait_until 120 "the wide group's Leases to be given back" leases_gone || true
+  stop_operator
 fi
 
 [ "${#peers[@]}" -gt 0 ] || exit 0

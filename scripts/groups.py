@@ -81,6 +81,16 @@ def contended(a):
               + f"  targets:\n  - name: shared-{t}\n    ip: 10.250.0.{t + 1}\n    role: Worker\n")
 
 
+def wide(a):
+    # One copy of the seed sample on `targets` targets of its own, 10.200+<i/62500>.<i/250%250>.<i%250+1>.
+    head, _ = sample_text(a.sample).split("  targets:\n", 1)
+    lines = [head.replace("name: workflowgroup-sample", "name: wide"), "  targets:\n"]
+    for i in range(a.targets):
+        ip = f"10.{200 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}"
+        lines.append(f"  - name: wide-{i:05d}\n    ip: {ip}\n    role: Worker\n")
+    print("".join(lines))
+
+
 def join(a):
     joiner = {"serviceAccountName": "workflow-node-joiner"}
     print(json.dumps({
@@ -171,6 +181,11 @@ def main():
     p.add_argument("--count", type=int, required=True, help="how many copies")
     p.add_argument("--targets", type=int, required=True, help="how many shared targets")
     p.set_defaults(handler=contended)
+
+    p = commands.add_parser("wide", help="one copy of the seed sample on many targets of its own (YAML)")
+    p.add_argument("--sample", required=True, help="the seed sample's YAML file")
+    p.add_argument("--targets", type=int, required=True, help="how many targets")
+    p.set_defaults(handler=wide)
 
     p = commands.add_parser("join", help="a cluster-expansion group that joins the hosts as Nodes")
     p.add_argument("--hosts", required=True, help=hosts_help)

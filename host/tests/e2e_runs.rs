@@ -614,7 +614,9 @@ fn a_step_waits_for_approval_by_an_allowed_user_who_is_recorded_and_a_timeout_do
 /// the operator would make, with ownerReferences to its objects: a Workflow under a group's
 /// name, a targets ConfigMap naming other machines and a step pod that succeeds at once,
 /// before the step's approval. None is adopted: the Workflow runs nothing and its group does
-/// not count it, and the step neither passes its gate nor starts until they are deleted.
+/// not count it, the step neither passes its gate nor starts until the pod is deleted, and its
+/// own pod carries the group's targets (a short list travels in the pod, so the ConfigMap is
+/// never read).
 #[test]
 fn objects_a_namespace_user_made_under_our_names_are_not_adopted() {
     let cluster = cluster();
@@ -748,38 +750,46 @@ fn objects_a_namespace_user_made_under_our_names_are_not_adopted() {
     let alice = kubeconfig_as(dir.path(), "alice", &["system:authenticated"]);
     let (ok, _, err) = cli_with(&alice, &["approve", "gate", "run", "-n", &ns]);
     assert!(ok, "{err}");
-    for (kind, forged) in [("ConfigMap", &map), ("Pod", &pod)] {
-        poll_until(
-            Duration::from_millis(100),
-            TIMEOUT,
-            &format!("the step to refuse the forged {kind}"),
-            || {
-                let m = condition_message(&get(&ns, &format!("workflow/{wf_name}")));
-                m.contains(&format!(
-                    "{kind} {forged} exists and was not made by the operator for this step"
-                ))
-                .then_some(())
-                .ok_or(m)
-            },
-            |m| m.clone(),
-        );
-        assert_eq!(
-            get(&ns, &format!("workflow/{wf_name}"))["status"]["stepStatus"]["run"],
-            "Pending"
-        );
-        let kind_lower = kind.to_lowercase();
-        cluster.kubectl_ok(&["-n", &ns, "delete", &kind_lower, forged, "--wait=false"]);
-    }
-    // Once they are gone, the step runs its own pod, with the group's targets.
+    poll_until(
+        Duration::from_millis(100),
+        TIMEOUT,
+        "the step to refuse the forged Pod",
+        || {
+            let m = condition_message(&get(&ns, &format!("workflow/{wf_name}")));
+            m.contains(&format!(
+                "Pod {pod} exists and was not made by the operator for this step"
+            ))
+            .then_some(())
+            .ok_or(m)
+        },
+        |m| m.clone(),
+    );
+    assert_eq!(
+        get(&ns, &format!("workflow/{wf_name}"))["status"]["stepStatus"]["run"],
+        "Pending"
+    );
+    cluster.kubectl_ok(&["-n", &ns, "delete", "pod", &pod, "--wait=false"]);
+    // Once it is gone, the step runs its own pod, with the group's targets in it; the forged
+    // ConfigMap is neither read nor adopted.
     wait_group_phase(&ns, "gate", "Completed", &mut operator);
-    let targets = get(&ns, &format!("configmap/{map}"));
+    let own = get(&ns, &format!("pod/{pod}"));
     assert!(
-        !text(&targets, "/data/targets.json").contains("10.9.9.9"),
-        "{targets}"
+        own["metadata"]["annotations"]["workflow.rxg456.cn/signature"].is_string(),
+        "the step's own pod is signed"
+    );
+    let carried = text(&own, "/metadata/annotations/workflow.rxg456.cn~1targets");
+    assert!(
+        carried.contains("node-1") && !carried.contains("10.9.9.9"),
+        "{carried}"
     );
     assert!(
-        get(&ns, &format!("pod/{pod}"))["metadata"]["annotations"]["workflow.rxg456.cn/signature"]
-            .is_string(),
-        "the step's own pod is signed"
+        !own["spec"]["volumes"].to_string().contains(&map),
+        "the step mounts the forged ConfigMap: {}",
+        own["spec"]["volumes"]
+    );
+    let forged = get(&ns, &format!("configmap/{map}"));
+    assert!(
+        text(&forged, "/data/targets.json").contains("10.9.9.9"),
+        "{forged}"
     );
 }

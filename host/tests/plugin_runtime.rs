@@ -1025,3 +1025,60 @@ fn a_current_plugins_evaluate_gets_the_per_target_report_and_the_groups_params()
         "one failed target is within maxFailedTargets: 1"
     );
 }
+
+/// Files under `dir`, at any depth.
+fn files_under(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir)
+        .expect("read the cache directory")
+        .flatten()
+    {
+        let path = entry.path();
+        if path.is_dir() {
+            files.extend(files_under(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
+}
+
+#[test]
+fn a_compile_cache_keeps_a_compiled_plugin_for_the_next_runtime() {
+    let dir = tempfile::tempdir().expect("temporary directory");
+    let cache = dir.path().join("compiled");
+    let config = RuntimeConfig {
+        compile_cache: Some(cache.clone()),
+        ..RuntimeConfig::default()
+    };
+    let bytes = builtin("pre-check");
+    let first = Runtime::new(config.clone()).expect("runtime with a compile cache");
+    first.load(&bytes, "pre-check.wasm").expect("load");
+    drop(first);
+    let kept = files_under(&cache);
+    assert!(
+        kept.iter()
+            .any(|f| f.metadata().is_ok_and(|m| m.len() > 100_000)),
+        "no compiled plugin in the cache: {kept:?}"
+    );
+    // A new runtime (a restart) loads it from there, and it works.
+    let second = Runtime::new(config).expect("runtime with a compile cache");
+    let plugin = second.load(&bytes, "pre-check.wasm").expect("load");
+    let steps = plugin
+        .template(&sample_context(json!({}), 0))
+        .expect("template");
+    assert_eq!(steps.len(), 2);
+
+    // A cache that cannot be made is refused when the runtime starts, naming it.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, b"").expect("write");
+    let refused = Runtime::new(RuntimeConfig {
+        compile_cache: Some(file.join("under")),
+        ..RuntimeConfig::default()
+    });
+    let Err(error) = refused else {
+        panic!("a cache under a file is refused");
+    };
+    let message = error.to_string();
+    assert!(message.contains("a-file/under"), "{message}");
+}

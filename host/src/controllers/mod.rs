@@ -42,7 +42,7 @@ pub use metrics::Metrics;
 use crate::api::{Approval, LABEL_WORKFLOW_UID, Workflow, WorkflowGroup};
 use crate::approvals::Approvals;
 use crate::http::Readiness;
-use crate::locks::{LockCaches, Waiters};
+use crate::locks::{Holdings, LockCaches, Waiters};
 use crate::plugin::PluginRegistry;
 use crate::provenance::Provenance;
 
@@ -100,7 +100,7 @@ where
 fn lease_watch(
     api: Api<Lease>,
     writer: reflector::store::Writer<Lease>,
-    waiters: Arc<Waiters>,
+    (waiters, holdings): (Arc<Waiters>, Arc<Holdings>),
     groups: reflector::Store<WorkflowGroup>,
 ) -> impl std::future::Future<Output = ()> {
     watcher(
@@ -112,8 +112,12 @@ fn lease_watch(
     .reflect(writer)
     .for_each(move |event| {
         match event {
-            Ok(watcher::Event::Delete(lease)) => waiters.freed(&lease.name_any(), &groups),
-            Ok(_) => {}
+            Ok(event) => {
+                holdings.observe(&event);
+                if let watcher::Event::Delete(lease) = event {
+                    waiters.freed(&lease.name_any(), &groups);
+                }
+            }
             Err(error) => warn!(%error, "lock lease watch"),
         }
         futures::future::ready(())
@@ -387,10 +391,11 @@ pub async fn run(
         config.locks.namespace.clone(),
     );
     let (lease_store, lease_writer) = reflector::store();
+    let holdings = Arc::new(Holdings::default());
     let lease_watch = lease_watch(
         Api::namespaced(client.clone(), &config.locks.namespace),
         lease_writer,
-        lock_waiters.clone(),
+        (lock_waiters.clone(), holdings.clone()),
         group_store.clone(),
     );
     let workflows = workflow_watch(api_of(&client, watched), &provenance, wake);
@@ -399,6 +404,7 @@ pub async fn run(
     let (approvals, approval_stream) = approval_watch(api_of(&client, watched), client.clone());
     let caches = LockCaches {
         leases: lease_store.clone(),
+        holdings,
         groups: group_store.clone(),
         workflows: workflow_store.clone(),
         pods: pod_store.clone(),

@@ -39,11 +39,13 @@ use kube::{Client, ResourceExt};
 use tracing::{info, warn};
 
 mod claim;
+mod holdings;
 mod lease;
 pub mod plan;
 mod waiters;
 
 pub use self::claim::{Claim, HolderId, LockKind, claims, target_key};
+pub use self::holdings::Holdings;
 pub use self::lease::{holder_name, release_deleted};
 use self::plan::{Arrival, LockMove, Waiting};
 pub use self::waiters::Waiters;
@@ -88,6 +90,11 @@ pub fn arrival(group: &WorkflowGroup) -> Arrival {
     )
 }
 
+/// Most Leases a group creates at once. The API server takes them as fast as etcd writes; a
+/// bound keeps one large group from filling the client's connections and the server's
+/// mutating requests in flight (200 by default) for everyone else.
+const TAKEN_AT_ONCE: usize = 64;
+
 /// Who holds a lock, as the caches say.
 #[derive(Debug)]
 enum Holder {
@@ -109,6 +116,7 @@ pub struct Locks {
     /// The namespace the operator watches; all when `None`.
     watched: Option<String>,
     leases: Store<Lease>,
+    holdings: Arc<Holdings>,
     groups: Store<WorkflowGroup>,
     workflows: Store<Workflow>,
     pods: Store<Pod>,
@@ -119,6 +127,8 @@ pub struct Locks {
 #[derive(Clone)]
 pub struct LockCaches {
     pub leases: Store<Lease>,
+    /// The lock Leases by holder, kept by the Lease watch.
+    pub holdings: Arc<Holdings>,
     pub groups: Store<WorkflowGroup>,
     pub workflows: Store<Workflow>,
     pub pods: Store<Pod>,
@@ -137,6 +147,7 @@ impl Locks {
             config,
             watched,
             leases: caches.leases,
+            holdings: caches.holdings,
             groups: caches.groups,
             workflows: caches.workflows,
             pods: caches.pods,
@@ -156,9 +167,10 @@ impl Locks {
     /// The Leases the group with `uid` holds, as the cache has them (less those it gave back,
     /// which the cache may still list for a moment).
     pub fn held_by(&self, uid: &str) -> Vec<Arc<Lease>> {
-        self.leases
-            .state()
-            .into_iter()
+        self.holdings
+            .of(uid)
+            .iter()
+            .filter_map(|name| self.cached(name))
             .filter(|l| l.labels().get(LABEL_LOCK_HOLDER).map(String::as_str) == Some(uid))
             .filter(|l| !self.waiters.was_released(l))
             .collect()
@@ -264,24 +276,27 @@ impl Locks {
         let api = self.api();
         let mut taken = 0;
         let mut blocked: BTreeMap<String, Vec<&Claim>> = BTreeMap::new();
-        for claim in take {
-            let mut holders = Vec::new();
-            let mut got = false;
-            for name in &claim.leases {
-                match self.take(&api, group, claim, name).await? {
-                    Taken::Yes => {
-                        taken += 1;
-                        got = true;
-                        break;
+        // A batch at a time, in the claims' order: a large group takes its thousands of
+        // Leases in a few round trips' time, and two groups after the same locks still meet
+        // at the first batch they share, where one of them stops.
+        for batch in take.chunks(TAKEN_AT_ONCE) {
+            let tries = batch.iter().map(|claim| self.take_one(&api, group, claim));
+            let results = futures::future::join_all(tries).await;
+            for (claim, result) in batch.iter().zip(results) {
+                match result {
+                    Ok(None) => taken += 1,
+                    Ok(Some(holders)) => blocked.entry(holders).or_default().push(claim),
+                    Err(error) => {
+                        // Half taken is given back here too; the next reconcile starts over.
+                        if let Err(release) = self.release(&uid).await {
+                            warn!(error = %release, "could not give back locks after a failed take");
+                        }
+                        return Err(error);
                     }
-                    Taken::HeldBy(holder) => holders.push(holder),
                 }
             }
-            if !got {
-                holders.sort();
-                holders.dedup();
-                blocked.entry(holders.join(", ")).or_default().push(claim);
-                // All or nothing: no point taking more.
+            // All or nothing: no point taking more.
+            if !blocked.is_empty() {
                 break;
             }
         }
@@ -327,6 +342,26 @@ impl Locks {
                 })
             })
             .collect()
+    }
+
+    /// Takes the first Lease of `claim` that can be had for `group`; none taken: who holds
+    /// them (for people).
+    async fn take_one(
+        &self,
+        api: &Api<Lease>,
+        group: &WorkflowGroup,
+        claim: &Claim,
+    ) -> kube::Result<Option<String>> {
+        let mut holders = Vec::new();
+        for name in &claim.leases {
+            match self.take(api, group, claim, name).await? {
+                Taken::Yes => return Ok(None),
+                Taken::HeldBy(holder) => holders.push(holder),
+            }
+        }
+        holders.sort();
+        holders.dedup();
+        Ok(Some(holders.join(", ")))
     }
 
     /// Takes the Lease `name` for `group`: creates it, or replaces a gone holder's.

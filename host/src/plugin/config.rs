@@ -1,5 +1,6 @@
 //! Limits and knobs of the plugin sandbox.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -29,6 +30,11 @@ pub struct RuntimeConfig {
     /// How many plugin calls may run at the same time (the size of the instance pool).
     /// Default: 256.
     pub max_concurrent_calls: u32,
+    /// A directory where compiled plugins are kept (wasmtime's cache, keyed by the plugin's
+    /// bytes, the wasmtime version and the engine's settings), so that a restart loads them
+    /// without compiling again. None: every start compiles.
+    #[serde(skip)]
+    pub compile_cache: Option<PathBuf>,
 }
 
 impl Default for RuntimeConfig {
@@ -40,6 +46,7 @@ impl Default for RuntimeConfig {
             max_string_bytes: 64 << 10,
             max_output_bytes: 1 << 20,
             max_concurrent_calls: 256,
+            compile_cache: None,
         }
     }
 }

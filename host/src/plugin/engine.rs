@@ -7,7 +7,10 @@ use std::thread;
 use std::time::Duration;
 
 use wasmtime::component::{HasSelf, Linker};
-use wasmtime::{Config, Enabled, Engine, InstanceAllocationStrategy, PoolingAllocationConfig};
+use wasmtime::{
+    Cache, CacheConfig, Config, Enabled, Engine, InstanceAllocationStrategy,
+    PoolingAllocationConfig,
+};
 
 use super::bindings::Plugin as Bindings;
 use super::config::RuntimeConfig;
@@ -29,7 +32,19 @@ const FIBER_STACK: usize = MAX_WASM_STACK + (512 << 10);
 
 /// The engine for `config`.
 pub(super) fn new_engine(config: &RuntimeConfig) -> anyhow::Result<Engine> {
-    Engine::new(&engine_config(config))
+    let mut engine_config = engine_config(config);
+    if let Some(dir) = &config.compile_cache {
+        let mut cache = CacheConfig::new();
+        cache.with_directory(dir);
+        let cache = Cache::new(cache).map_err(|e| {
+            anyhow::anyhow!(
+                "cannot use {} as the plugins' compile cache: {e:#}",
+                dir.display()
+            )
+        })?;
+        engine_config.cache(Some(cache));
+    }
+    Engine::new(&engine_config)
         .map_err(|e| anyhow::anyhow!("cannot create the WebAssembly engine: {e:#}"))
 }
 

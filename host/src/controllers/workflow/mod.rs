@@ -164,8 +164,9 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
         uid: &uid,
         created: BTreeSet::new(),
         stopped: BTreeSet::new(),
-        // The targets' ConfigMap goes with the first pod: one that exists was made with it.
-        targets_written: !pods.is_empty(),
+        // The targets' ConfigMap (only for lists too long for a pod) goes with the first pod:
+        // one that exists was made with it.
+        targets_written: !pods.is_empty() || !pod::needs_targets_config_map(workflow),
     };
     // A refused pod changes the plan (its step waits, or fails): plan again knowing the
     // refusal until every pod the plan starts exists. Each round adds a refusal of a step

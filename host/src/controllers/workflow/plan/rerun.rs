@@ -40,10 +40,6 @@ fn reset(
     narrowed
 }
 
-/// Most bytes of the targets a step narrowed to its failed ones runs on, as JSON: the pod
-/// carries them in an annotation (all of a pod's together may not pass 256 KiB).
-pub const MAX_ONLY_TARGETS_JSON: usize = 128 * 1024;
-
 /// The names of the targets of `workflow` its step, which ended as `detail` says, failed on or
 /// could not reach, in the Workflow's order; `None` when that is not known for every one (no
 /// report, a report cut short, no target named) or they are too many for a pod to carry.
@@ -60,7 +56,8 @@ fn failed_targets(detail: &StepDetail, workflow: &Workflow) -> Option<Vec<String
         .iter()
         .filter(|t| named.contains(t.name.as_str()))
         .collect();
-    let fits = serde_json::to_string(&only).is_ok_and(|j| j.len() <= MAX_ONLY_TARGETS_JSON);
+    let fits = serde_json::to_string(&only)
+        .is_ok_and(|j| j.len() <= crate::controllers::workflow::pod::MAX_TARGETS_IN_POD);
     (fits && only.len() == named.len()).then(|| only.iter().map(|t| t.name.clone()).collect())
 }
 

@@ -527,12 +527,15 @@ fn a_rerun_of_failed_targets_runs_each_step_only_where_it_failed_when_its_report
         file.field_ref.as_ref().map(|f| f.field_path.as_str()),
         Some("metadata.annotations['workflow.rxg456.cn/targets']")
     );
-    // b runs on all four, from the Workflow's ConfigMap.
+    // b runs on all four, which its pod carries too.
     let b = started.spec.steps[1].clone();
     let pod = crate::controllers::workflow::pod::build_pod(&started, &b, 1, &defaults);
-    assert!(pod.metadata.annotations.is_none());
+    let annotation = &pod.metadata.annotations.as_ref().expect("annotations")
+        [crate::controllers::workflow::pod::ANNOTATION_TARGETS];
+    let carried: Vec<Target> = serde_json::from_str(annotation).expect("targets JSON");
+    assert_eq!(carried, started.spec.targets);
     let spec = pod.spec.expect("spec");
-    assert!(spec.volumes.expect("volumes")[0].config_map.is_some());
+    assert!(spec.volumes.expect("volumes")[0].downward_api.is_some());
 }
 
 #[test]

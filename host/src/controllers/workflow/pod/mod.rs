@@ -76,9 +76,21 @@ pub const TARGETS_FILE: &str = "/etc/workflow/targets.json";
 const TARGETS_DIR: &str = "/etc/workflow";
 const TARGETS_KEY: &str = "targets.json";
 const TARGETS_VOLUME: &str = "workflow-targets";
-/// On the pod of a step that runs on fewer targets than its Workflow's (a re-run of the failed
-/// ones): those targets, as JSON, which its targets file is made of.
+/// On a step pod: its targets, as JSON, which its targets file is made of (through the
+/// downward API). Absent when they are too long for it: the file is then the Workflow's
+/// targets ConfigMap.
 pub const ANNOTATION_TARGETS: &str = "workflow.rxg456.cn/targets";
+
+/// Longest target list (as JSON) a step pod carries in its own annotation; a longer one is in a
+/// ConfigMap of the Workflow's (all of a pod's annotations together may not pass 256 KiB). Most
+/// groups' lists fit, and their Workflows then write no ConfigMap at all.
+pub const MAX_TARGETS_IN_POD: usize = 128 * 1024;
+
+/// Whether `workflow`'s targets are too long for its step pods to carry: then its steps mount
+/// them from a ConfigMap, written before its first pod.
+pub fn needs_targets_config_map(workflow: &Workflow) -> bool {
+    targets_json(&workflow.spec.targets).len() > MAX_TARGETS_IN_POD
+}
 
 /// Largest target list (as JSON) that also travels in `WORKFLOW_TARGETS`,
 /// `WORKFLOW_TARGET_NAMES` and `WORKFLOW_TARGET_IPS`. The kernel refuses any single
@@ -159,16 +171,17 @@ pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &Step
         template.service_account_name = Some(account.to_string());
     }
     let targets = step_targets(workflow, step);
-    let narrowed = matches!(targets, Cow::Owned(_));
+    // A list narrowed to fewer targets (a re-run of the failed ones) always fits.
+    let json = targets_json(&targets);
+    let in_pod = matches!(targets, Cow::Owned(_)) || json.len() <= MAX_TARGETS_IN_POD;
     let env = step_env(workflow, step, attempt, &template, &targets);
-    let (volumes, mounts) = step_volumes(workflow, step, &template, defaults, narrowed);
+    let (volumes, mounts) = step_volumes(workflow, step, &template, defaults, in_pod);
     Pod {
         metadata: ObjectMeta {
             name: Some(pod_name(workflow, &step.name, attempt)),
             namespace: workflow.namespace(),
             labels: Some(pod_labels(workflow, &step.name, attempt)),
-            annotations: narrowed
-                .then(|| BTreeMap::from([(ANNOTATION_TARGETS.into(), targets_json(&targets))])),
+            annotations: in_pod.then(|| BTreeMap::from([(ANNOTATION_TARGETS.into(), json)])),
             owner_references: workflow.controller_owner_ref(&()).map(|r| vec![r]),
             ..ObjectMeta::default()
         },
@@ -273,10 +286,10 @@ fn step_env(
     env
 }
 
-/// The volume of the targets file: the Workflow's ConfigMap, or for a step `narrowed` to fewer
-/// targets (a re-run of the failed ones) the pod's own annotation of them.
-fn targets_volume(workflow: &Workflow, narrowed: bool) -> Volume {
-    if !narrowed {
+/// The volume of the targets file: the pod's own annotation of them when it carries them
+/// (`in_pod`), else the Workflow's ConfigMap.
+fn targets_volume(workflow: &Workflow, in_pod: bool) -> Volume {
+    if !in_pod {
         return Volume {
             name: TARGETS_VOLUME.into(),
             config_map: Some(ConfigMapVolumeSource {
@@ -304,8 +317,8 @@ fn targets_volume(workflow: &Workflow, narrowed: bool) -> Volume {
     }
 }
 
-/// The pod's volumes and the container's mounts: the targets' ConfigMap (or, for a step
-/// `narrowed` to fewer targets, the pod's own annotation of them), the template's, and the
+/// The pod's volumes and the container's mounts: the targets (the pod's own annotation of them
+/// when it carries them, `in_pod`, else the Workflow's ConfigMap), the template's, and the
 /// fleet's SSH key for a step that logs in through the runner (unless the template mounts
 /// something there already).
 fn step_volumes(
@@ -313,9 +326,9 @@ fn step_volumes(
     step: &Step,
     template: &StepPodTemplate,
     defaults: &StepDefaults,
-    narrowed: bool,
+    in_pod: bool,
 ) -> (Vec<Volume>, Vec<VolumeMount>) {
-    let mut volumes = vec![targets_volume(workflow, narrowed)];
+    let mut volumes = vec![targets_volume(workflow, in_pod)];
     volumes.extend(
         template
             .volumes
@@ -826,6 +839,12 @@ mod tests {
         );
     }
 
+    fn targets_volume_of(pod: &Pod) -> &Volume {
+        let spec = pod.spec.as_ref().unwrap();
+        let volumes = spec.volumes.as_ref().unwrap();
+        volumes.iter().find(|v| v.name == TARGETS_VOLUME).unwrap()
+    }
+
     #[test]
     fn targets_of_any_allowed_count_reach_the_step_as_a_file_and_small_lists_also_as_env() {
         let mut wf = workflow();
@@ -839,6 +858,20 @@ mod tests {
         assert_eq!(env["WORKFLOW_TARGET_NAMES"].as_deref(), Some("node-1"));
         assert_eq!(env["WORKFLOW_TARGET_COUNT"].as_deref(), Some("1"));
         assert_eq!(env["WORKFLOW_TARGETS_FILE"].as_deref(), Some(TARGETS_FILE));
+        // A short list travels in the pod itself: its annotation, mounted as the file, with the
+        // digest the runner checks; the Workflow writes no ConfigMap for it.
+        let carried = &small.metadata.annotations.as_ref().unwrap()[ANNOTATION_TARGETS];
+        assert_eq!(
+            serde_json::from_str::<Vec<Target>>(carried).unwrap(),
+            wf.spec.targets
+        );
+        assert_eq!(
+            env["WORKFLOW_TARGETS_SHA256"].as_deref(),
+            Some(hex::encode(<sha2::Sha256 as sha2::Digest>::digest(carried.as_bytes())).as_str())
+        );
+        let volume = targets_volume_of(&small);
+        assert!(volume.config_map.is_none() && volume.downward_api.is_some());
+        assert!(!needs_targets_config_map(&wf));
 
         wf.spec.targets = (0..5000)
             .map(|i| Target {
@@ -865,13 +898,11 @@ mod tests {
             serde_json::from_str(&map.data.as_ref().unwrap()[TARGETS_KEY]).unwrap();
         assert_eq!(listed, wf.spec.targets);
         assert!(write::controlled_by(&map, "uid-1"));
+        assert!(needs_targets_config_map(&wf));
+        let annotations = large.metadata.annotations.as_ref();
+        assert!(annotations.is_none_or(|a| !a.contains_key(ANNOTATION_TARGETS)));
         let spec = large.spec.as_ref().unwrap();
-        let volume = spec
-            .volumes
-            .iter()
-            .flatten()
-            .find(|v| v.name == TARGETS_VOLUME)
-            .unwrap();
+        let volume = targets_volume_of(&large);
         assert_eq!(
             volume.config_map.as_ref().map(|c| c.name.clone()),
             map.metadata.name
