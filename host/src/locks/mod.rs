@@ -90,9 +90,10 @@ pub fn arrival(group: &WorkflowGroup) -> Arrival {
     )
 }
 
-/// Most Leases a group creates at once. The API server takes them as fast as etcd writes; a
-/// bound keeps one large group from filling the client's connections and the server's
-/// mutating requests in flight (200 by default) for everyone else.
+/// Most Leases a group creates at once: a large group's creates then run at the client's rate
+/// limit (`--kube-api-qps`) rather than one round trip at a time, and the bound keeps it from
+/// filling the client's connections and the server's mutating requests in flight (200 by
+/// default) for everyone else.
 const TAKEN_AT_ONCE: usize = 64;
 
 /// Who holds a lock, as the caches say.
