@@ -10,7 +10,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help tools plugins build lint fmt test test-unit docs manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-webhook bench-join bench-ui
+.PHONY: help tools plugins build lint fmt test test-unit docs manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-languages bench-webhook bench-join bench-ui
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -109,6 +109,9 @@ bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, th
 
 bench-ui: tools build ## The web view in headless Chromium: status change to page drawn (p50/p99 over CHANGES, 100), and GROUPS (1000) groups listed: RSS, JS heap
 	CHANGES=$(or $(CHANGES),100) GROUPS=$(or $(GROUPS),1000) $(CARGO) run -q -p workflow-operator --example bench_ui
+
+bench-languages: ## The same workflow type in Rust, Python and JavaScript: size, compile, load, call times, memory
+	./scripts/bench-languages.sh
 
 bench-reload: plugins ## A plugin ConfigMap changed 10 times on the local cluster: time until each version is served
 	./scripts/bench-reload.sh

@@ -234,6 +234,30 @@ take_lock() {
   flock -w 600 "${fd}" || die "another $(basename "$0") is still running after 600s (lock ${lock})"
 }
 
+# built_once <dir> <bin>: prints <bin> and ends the script when it is built already; else
+# takes a lock in <dir>, held until exit, so that two processes starting at once build it
+# once, and looks again.
+built_once() {
+  local dir="$1" bin="$2"
+  if [[ -x "${bin}" ]]; then echo "${bin}"; exit 0; fi
+  mkdir -p "${dir}"
+  exec 9>"${dir}/.lock"
+  flock 9
+  if [[ -x "${bin}" ]]; then echo "${bin}"; exit 0; fi
+}
+
+# need_go <what for>: Go on PATH (it may be only in /usr/local/go/bin), for builds from the Go
+# module proxy with the toolchain as installed (GOTOOLCHAIN=local) and no cgo; fails naming
+# what needed it.
+need_go() {
+  if ! command -v go >/dev/null 2>&1; then
+    [[ -x /usr/local/go/bin/go ]] || die "'go' not found (need Go >= 1.24 on PATH or in /usr/local/go/bin) to build $1"
+    export PATH="/usr/local/go/bin:${PATH}"
+  fi
+  export GOTOOLCHAIN=local
+  export CGO_ENABLED=0
+}
+
 # ------------------------------------------------------------------------------ the operator
 
 # install_crds: the CRDs of crds/ into the current cluster, waiting until they are served.

@@ -15,6 +15,7 @@
 #                                the target hosts' sshd, and the SSH runner's tests
 #   lua5.1                       the Argo CD health checks, run by the GitOps test
 #   chromium, chromium-driver    the web view's test and bench, in a real (headless) browser
+#   npm                          ComponentizeJS, which builds the JavaScript workflow type's test
 set -euo pipefail
 # shellcheck source=scripts/lib.sh
 source "$(dirname "$0")/lib.sh"
@@ -27,6 +28,7 @@ wanted=(
   /usr/sbin/sshd:openssh-server ssh-keygen:openssh-client
   lua5.1:lua5.1
   chromium:chromium chromedriver:chromium-driver
+  npm:npm
 )
 missing=()
 for pair in "${wanted[@]}"; do

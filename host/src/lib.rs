@@ -25,6 +25,7 @@ pub mod http;
 pub mod leader;
 pub mod locks;
 pub mod names;
+pub mod oci;
 pub mod operator_steps;
 pub mod plugin;
 pub mod plugin_configmaps;

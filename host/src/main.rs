@@ -202,6 +202,26 @@ struct RunArgs {
     /// built-in types).
     #[arg(long, env = "WORKFLOW_PLUGIN_COMPILE_CACHE")]
     plugin_compile_cache: Option<PathBuf>,
+    /// A directory to keep plugins pulled from OCI registries in, by digest (and the digest
+    /// each tag was pinned to), so that a restart pulls nothing it has. Without it they are
+    /// kept in memory and pulled again at every start.
+    #[arg(long, env = "WORKFLOW_PLUGIN_PULL_CACHE")]
+    plugin_pull_cache: Option<PathBuf>,
+    /// Registries (`host[:port]`, comma-separated) that plugins are pulled from over plain
+    /// HTTP instead of HTTPS: a registry on loopback.
+    #[arg(
+        long,
+        env = "WORKFLOW_PLUGIN_INSECURE_REGISTRIES",
+        value_delimiter = ','
+    )]
+    plugin_insecure_registries: Vec<String>,
+    /// The largest plugin pulled from a registry, in MiB.
+    #[arg(long, env = "WORKFLOW_PLUGIN_MAX_MIB", default_value_t = workflow_operator::oci::DEFAULT_MAX_BYTES >> 20)]
+    plugin_max_mib: u64,
+    /// How long one pull of a plugin from a registry may take, in seconds; a failed pull is
+    /// tried again after 5 s, then twice as long each time, up to 5 minutes.
+    #[arg(long, env = "WORKFLOW_PLUGIN_PULL_TIMEOUT_SECONDS", default_value_t = workflow_operator::oci::DEFAULT_PULL_TIMEOUT.as_secs())]
+    plugin_pull_timeout_seconds: u64,
     /// Watch only this namespace (all namespaces when unset).
     #[arg(long, env = "WORKFLOW_NAMESPACE")]
     namespace: Option<String>,
@@ -552,6 +572,12 @@ fn watch_plugin_configmaps(
         let source = ConfigMapSource {
             namespace: own_namespace.to_string(),
             selector: args.plugin_configmaps.clone(),
+            puller: workflow_operator::oci::Puller::new(workflow_operator::oci::PullConfig {
+                cache_dir: args.plugin_pull_cache.clone(),
+                insecure_registries: args.plugin_insecure_registries.clone(),
+                max_bytes: args.plugin_max_mib << 20,
+                timeout: std::time::Duration::from_secs(args.plugin_pull_timeout_seconds),
+            }),
         };
         tokio::spawn(plugin_configmaps::watch(
             client.clone(),

@@ -5,22 +5,34 @@
 //! event arrives and the plugin is compiled (well under a second), where a volume waits for
 //! the kubelet's sync period (60 to 90 s). One ConfigMap per plugin keeps each under the
 //! API server's 1 MiB limit; several entries in one ConfigMap work as well.
+//!
+//! A plugin too big for a ConfigMap is named instead: a `data` entry `<type>.wasm` whose
+//! value is `oci://<registry>/<repository>@sha256:<digest>` (or `:<tag>`, resolved once and
+//! pinned) is pulled from that registry by the [`Puller`], with the credentials of the
+//! `kubernetes.io/dockerconfigjson` Secret the ConfigMap's annotation
+//! `workflow.rxg456.cn/pull-secret` names. Until it is pulled, the entry is a problem (the
+//! last good version of its type keeps serving); each pull that ends loads the source again.
 
 use std::collections::BTreeMap;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Api, Client, Resource, ResourceExt};
 use tracing::{info, warn};
 
 use crate::controllers::reason;
-use crate::plugin::{LoadProblem, Origin, PluginError, PluginRegistry, SourceFile};
+use crate::oci::{self, Puller};
+use crate::plugin::{LoadProblem, Origin, PluginError, PluginRegistry, ProblemKind, SourceFile};
 use workflow_model::text::printable;
 
 /// The label that marks a ConfigMap as holding plugins (any value).
 pub const PLUGIN_LABEL: &str = "workflow.rxg456.cn/plugin";
+/// The annotation of a plugin ConfigMap naming the Secret its OCI references are pulled with.
+pub const PULL_SECRET_ANNOTATION: &str = "workflow.rxg456.cn/pull-secret";
+/// The pull Secret the install lets the operator read.
+pub const DEFAULT_PULL_SECRET: &str = "workflow-operator-plugin-pull";
 
 /// The name of this source in the registry.
 const SOURCE: &str = "configmaps";
@@ -31,6 +43,8 @@ pub struct ConfigMapSource {
     pub namespace: String,
     /// A label selector, as `kubectl get -l` takes it.
     pub selector: String,
+    /// Pulls the entries that name OCI artifacts.
+    pub puller: Puller,
 }
 
 /// Watches the ConfigMaps of `source` and keeps the registry's `configmaps` source equal to
@@ -45,6 +59,7 @@ pub async fn watch(
     loaded: impl FnOnce() + Send,
 ) {
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), &source.namespace);
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), &source.namespace);
     let recorder = Recorder::new(client, reporter);
     let config = watcher::Config::default().labels(&source.selector);
     let mut events = watcher(api, config).default_backoff().boxed();
@@ -52,21 +67,35 @@ pub async fn watch(
     let mut loaded = Some(loaded);
     let mut reported: Vec<LoadProblem> = Vec::new();
     info!(namespace = %source.namespace, selector = %source.selector, "watching plugin ConfigMaps");
-    while let Some(event) = events.next().await {
-        let event = match event {
-            Ok(event) => event,
-            Err(error) => {
-                warn!(%error, namespace = %source.namespace, "plugin ConfigMap watch");
-                continue;
-            }
+    loop {
+        // A pull that ended (or a failed one due again) loads the source again too.
+        let event = tokio::select! {
+            event = events.next() => match event {
+                Some(event) => Some(event),
+                None => break,
+            },
+            () = source.puller.changed() => None,
         };
-        if !seen.saw(event) {
+        let load = match event {
+            Some(Ok(event)) => seen.saw(event),
+            Some(Err(error)) => {
+                warn!(%error, namespace = %source.namespace, "plugin ConfigMap watch");
+                false
+            }
+            None => seen.synced,
+        };
+        if !load {
             continue;
         }
         let current = &seen.current;
+        let references = references(&source.namespace, current.values());
+        let docker_configs = pull_secrets(&secrets, &references).await;
         let files = plugin_files(&source.namespace, current.values());
         let loader = registry.clone();
+        let puller = source.puller.clone();
         let report = match tokio::task::spawn_blocking(move || {
+            let mut files = files;
+            files.extend(pulled_files(&puller, references, &docker_configs));
             loader.load_source(SOURCE, files, None)
         })
         .await
@@ -153,14 +182,19 @@ fn plugin_files<'a>(
                 bytes: Ok(bytes.0.clone()),
             })
             .chain(
-                text.filter(|(key, _)| key.ends_with(".wasm"))
+                text.filter(|(key, value)| key.ends_with(".wasm") && !is_reference(value))
                     .map(|(key, _)| SourceFile {
                         origin: origin(namespace, &name, key),
                         bytes: Err(PluginError::NotBinaryData { key: key.clone() }),
                     }),
             )
             .collect();
-        if entries.is_empty() {
+        let named = cm
+            .data
+            .iter()
+            .flatten()
+            .any(|(key, value)| key.ends_with(".wasm") && is_reference(value));
+        if entries.is_empty() && !named {
             entries.push(SourceFile {
                 origin: origin(namespace, &name, "*.wasm"),
                 bytes: Err(PluginError::NoPluginEntry {
@@ -172,6 +206,105 @@ fn plugin_files<'a>(
         files.append(&mut entries);
     }
     files
+}
+
+/// Whether a `data` value names an OCI artifact rather than holding a plugin.
+fn is_reference(value: &str) -> bool {
+    value.trim_start().starts_with(oci::SCHEME)
+}
+
+/// A `data` entry naming an OCI artifact, and the Secret to pull it with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Reference {
+    origin: Origin,
+    reference: String,
+    pull_secret: Option<String>,
+}
+
+/// The `*.wasm` entries of `configmaps` that name OCI artifacts.
+fn references<'a>(
+    namespace: &str,
+    configmaps: impl Iterator<Item = &'a ConfigMap>,
+) -> Vec<Reference> {
+    let mut found = Vec::new();
+    for cm in configmaps {
+        let name = cm.name_any();
+        let pull_secret = cm.annotations().get(PULL_SECRET_ANNOTATION).cloned();
+        for (key, value) in cm.data.iter().flatten() {
+            if key.ends_with(".wasm") && is_reference(value) {
+                found.push(Reference {
+                    origin: origin(namespace, &name, key),
+                    reference: value.trim().to_string(),
+                    pull_secret: pull_secret.clone(),
+                });
+            }
+        }
+    }
+    found
+}
+
+/// The `.dockerconfigjson` of every Secret `references` name, by name, or why it is not there.
+async fn pull_secrets(
+    secrets: &Api<Secret>,
+    references: &[Reference],
+) -> BTreeMap<String, Result<Option<Vec<u8>>, String>> {
+    let mut found = BTreeMap::new();
+    for name in references.iter().filter_map(|r| r.pull_secret.as_ref()) {
+        if found.contains_key(name) {
+            continue;
+        }
+        let read = match secrets.get_opt(name).await {
+            Ok(Some(secret)) => Ok(secret
+                .data
+                .and_then(|mut data| data.remove(oci::DOCKER_CONFIG_KEY))
+                .map(|bytes| bytes.0)),
+            Ok(None) => Err(format!("its pull secret {name:?} does not exist")),
+            Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
+                "may not read its pull secret {name:?}: the operator reads only the Secrets its Role names ({DEFAULT_PULL_SECRET} in the install's deploy/rbac.yaml)"
+            )),
+            Err(error) => Err(format!("cannot read its pull secret {name:?}: {error}")),
+        };
+        found.insert(name.clone(), read);
+    }
+    found
+}
+
+/// The bytes of each referenced artifact, once pulled, or why not yet (each unpulled
+/// reference starts or waits for its pull). Blocks on the disk.
+fn pulled_files(
+    puller: &Puller,
+    references: Vec<Reference>,
+    docker_configs: &BTreeMap<String, Result<Option<Vec<u8>>, String>>,
+) -> Vec<SourceFile> {
+    let kept: Vec<&str> = references.iter().map(|r| r.reference.as_str()).collect();
+    puller.retain(&kept);
+    references
+        .iter()
+        .map(|r| {
+            let failed = |reason: String| PluginError::Pull {
+                reference: r.reference.clone(),
+                reason,
+            };
+            let auth = match &r.pull_secret {
+                None => Ok(oci_client::secrets::RegistryAuth::Anonymous),
+                Some(name) => match docker_configs.get(name) {
+                    Some(Ok(config)) => {
+                        let registry = oci::parse_reference(&r.reference)
+                            .map(|parsed| parsed.resolve_registry().to_string())
+                            .unwrap_or_default();
+                        oci::registry_auth(config.as_deref(), &registry)
+                            .map_err(|e| failed(format!("pull secret {name:?}: {e}")))
+                    }
+                    Some(Err(e)) => Err(failed(e.clone())),
+                    None => Err(failed(format!("its pull secret {name:?} was not read"))),
+                },
+            };
+            SourceFile {
+                origin: r.origin.clone(),
+                bytes: auth.and_then(|auth| puller.offer(&r.reference, auth)),
+            }
+        })
+        .collect()
 }
 
 fn origin(namespace: &str, name: &str, key: &str) -> Origin {
@@ -211,9 +344,25 @@ async fn warn_on_configmaps(
         else {
             continue;
         };
+        let pulling = matches!(
+            &problem.kind,
+            ProblemKind::Failed {
+                error: PluginError::Pulling { .. },
+                ..
+            }
+        );
         let event = Event {
-            type_: EventType::Warning,
-            reason: reason::PLUGIN_INVALID.into(),
+            type_: if pulling {
+                EventType::Normal
+            } else {
+                EventType::Warning
+            },
+            reason: if pulling {
+                reason::PLUGIN_PULLING
+            } else {
+                reason::PLUGIN_INVALID
+            }
+            .into(),
             note: Some(printable(&problem.message(), 1000)),
             action: format!("Load {}", printable(entry, 64)),
             secondary: None,

@@ -662,6 +662,12 @@ fn the_operators_service_account_is_refused_what_it_does_not_need() {
         can_i(&["patch", "leases.coordination.k8s.io", "-n", &ns]),
         "yes"
     );
+    // The one pull Secret of plugins from private registries, by name.
+    assert_eq!(
+        can_i(&["get", "secrets/workflow-operator-plugin-pull", "-n", &ns]),
+        "yes"
+    );
+    assert_eq!(can_i(&["get", "secrets/other", "-n", &ns]), "no");
     // ... and not what it does not.
     for (verb, resource, namespace) in [
         ("get", "secrets", ns.as_str()),
@@ -1098,6 +1104,20 @@ fn the_kustomize_base_is_accepted_whole_with_two_leader_electing_replicas_a_pdb_
     assert_eq!(container["livenessProbe"]["httpGet"]["path"], "/healthz");
     assert_eq!(container["securityContext"]["readOnlyRootFilesystem"], true);
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    // The read-only root keeps nothing; the caches of compiled and pulled plugins live in a
+    // volume of the pod's.
+    let args = container["args"].to_string();
+    assert!(
+        args.contains("\"--plugin-pull-cache\",\"/var/cache/workflow-operator/pulled\"")
+            && args
+                .contains("\"--plugin-compile-cache\",\"/var/cache/workflow-operator/compiled\""),
+        "{args}"
+    );
+    assert_eq!(
+        container["volumeMounts"][0]["mountPath"],
+        "/var/cache/workflow-operator"
+    );
+    assert!(pod["volumes"][0]["emptyDir"].is_object(), "{pod}");
 
     assert_eq!(of_kind("PodDisruptionBudget").len(), 1);
     // The webhook port admits the API servers only: the base holds a placeholder address that

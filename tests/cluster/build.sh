@@ -52,17 +52,8 @@ if all_present; then
   exit 0
 fi
 
-# Locate go: PATH first, then the usual install location.
-if ! command -v go >/dev/null 2>&1; then
-  if [[ -x /usr/local/go/bin/go ]]; then
-    export PATH="/usr/local/go/bin:${PATH}"
-  else
-    die "'go' not found (need Go >= 1.24 on PATH or in /usr/local/go/bin)"
-  fi
-fi
-
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
+# Go: PATH first, then the usual install location.
+need_go "the local cluster"
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 JOBS="${CLUSTER_BUILD_JOBS:-2}"
 

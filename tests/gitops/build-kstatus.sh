@@ -20,30 +20,9 @@ CACHE_ROOT="${WORKFLOW_CLUSTER_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-o
 DIR="${CACHE_ROOT}/kstatus-cli-utils-${VERSION}-${SOURCE_HASH}"
 BIN="${DIR}/bin/kstatus"
 
-if [[ -x "${BIN}" ]]; then
-  echo "${BIN}"
-  exit 0
-fi
-# Two test processes starting at once build it once.
-mkdir -p "${DIR}"
-exec 9>"${DIR}/.lock"
-flock 9
-if [[ -x "${BIN}" ]]; then
-  echo "${BIN}"
-  exit 0
-fi
+built_once "${DIR}" "${BIN}"
 
-if ! command -v go >/dev/null 2>&1; then
-  if [[ -x /usr/local/go/bin/go ]]; then
-    export PATH="/usr/local/go/bin:${PATH}"
-  else
-    echo "build-kstatus.sh: error: 'go' not found (need Go >= 1.24 on PATH or in /usr/local/go/bin) to build the kstatus helper of the GitOps tests" >&2
-    exit 1
-  fi
-fi
-
-export GOTOOLCHAIN=local
-export CGO_ENABLED=0
+need_go "the kstatus helper of the GitOps tests"
 export GOFLAGS="${GOFLAGS:-} -mod=mod"
 
 log "building the kstatus helper (cli-utils ${VERSION}, $(go version)) into ${DIR}"

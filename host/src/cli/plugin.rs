@@ -11,6 +11,7 @@ use anyhow::{Context as _, anyhow, bail};
 use workflow_model::text::printable;
 
 use crate::api::WorkflowGroup;
+use crate::oci;
 use crate::plugin::{Plugin, Runtime, RuntimeConfig, StepOutcome, Verdict};
 use crate::render::{render_workflow, workflow_context};
 use workflow_model::TargetReport;
@@ -29,6 +30,19 @@ pub enum PluginCommand {
     Inspect {
         /// The plugin, a `.wasm` component.
         file: PathBuf,
+    },
+    /// Publish a plugin to an OCI registry as a Wasm artifact and print the reference, pinned
+    /// to its digest, that a plugin ConfigMap names it by. Credentials, when the registry
+    /// wants them: WORKFLOW_REGISTRY_USERNAME and WORKFLOW_REGISTRY_PASSWORD.
+    Push {
+        /// The plugin, a `.wasm` component (checked as the operator would load it).
+        file: PathBuf,
+        /// Where to: `oci://<registry>/<repository>[:<tag>]`; the tag is the plugin's version
+        /// when none is given.
+        reference: String,
+        /// Speak plain HTTP to the registry (a registry on loopback).
+        #[arg(long)]
+        insecure: bool,
     },
     /// Print the Workflow YAML the operator would create for the plugin's type from a group.
     Render {
@@ -79,6 +93,11 @@ pub fn run(cmd: PluginCommand) -> anyhow::Result<u8> {
     match cmd {
         PluginCommand::New(args) => scaffold::run(&args).map(|()| 0),
         PluginCommand::Inspect { file } => inspect(&runtime()?, &file).map(|()| 0),
+        PluginCommand::Push {
+            file,
+            reference,
+            insecure,
+        } => push(&runtime()?, &file, &reference, insecure).map(|()| 0),
         PluginCommand::Render { file, group } => {
             let plugin = load(&runtime()?, &file)?;
             let group = read_group(&group)?;
@@ -127,6 +146,34 @@ fn inspect(runtime: &Runtime, file: &Path) -> anyhow::Result<()> {
     println!("description:      {}", printable(&info.description, 4096));
     println!("params schema:");
     println!("{schema}");
+    Ok(())
+}
+
+fn push(runtime: &Runtime, file: &Path, reference: &str, insecure: bool) -> anyhow::Result<()> {
+    let plugin = load(runtime, file)?;
+    let info = plugin.info();
+    let bytes = std::fs::read(file).with_context(|| format!("cannot read {}", file.display()))?;
+    let auth = match (
+        std::env::var("WORKFLOW_REGISTRY_USERNAME"),
+        std::env::var("WORKFLOW_REGISTRY_PASSWORD"),
+    ) {
+        (Ok(user), Ok(password)) => oci_client::secrets::RegistryAuth::Basic(user, password),
+        _ => oci_client::secrets::RegistryAuth::Anonymous,
+    };
+    let options = oci::PushOptions {
+        insecure,
+        auth,
+        type_name: info.type_name.clone(),
+        version: info.version.clone(),
+        description: info.description.clone(),
+    };
+    let pinned = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?
+        .block_on(oci::push(bytes, reference, &options))
+        .map_err(|e| anyhow!(e))?;
+    println!("{pinned}");
     Ok(())
 }
 

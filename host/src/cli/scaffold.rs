@@ -11,12 +11,20 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{Context as _, anyhow, bail};
 
+mod languages;
+
+pub use languages::{COMPONENTIZE_JS, COMPONENTIZE_PY, Lang, ROLLDOWN};
+
 /// Arguments of `plugin new`.
 #[derive(Debug, clap::Args)]
 pub struct NewArgs {
     /// The workflow type's name, as groups list it in `workflowSteps` (a DNS label:
     /// lowercase letters, digits and '-', at most 63 characters).
     pub name: String,
+    /// The language: a Rust crate on the SDK (the default), or a Python (componentize-py) or
+    /// JavaScript (ComponentizeJS) project carrying the contract and the SDK's conveniences.
+    #[arg(long, value_enum, default_value_t = Lang::Rust)]
+    pub lang: Lang,
     /// Directory to create the crate in (default: ./NAME). It must not exist or be empty.
     #[arg(long)]
     pub path: Option<PathBuf>,
@@ -151,17 +159,25 @@ pub fn run(args: &NewArgs) -> anyhow::Result<()> {
     // The name first: a bad name is the first mistake to hear about.
     check_name(&args.name)?;
     ensure_empty(&dir)?;
+    if args.lang != Lang::Rust {
+        let project = languages::scaffold(&args.name, args.lang);
+        write_files(&dir, &project)?;
+        println!(
+            "created workflow type {} in {} ({:?})",
+            args.name,
+            dir.display(),
+            args.lang
+        );
+        println!("next:");
+        println!("  cd {}", dir.display());
+        for step in languages::next_steps(args.lang, &project.wasm) {
+            println!("  {step}");
+        }
+        return Ok(());
+    }
     let sdk = sdk_source(args)?;
     let crate_files = scaffold(&args.name, &sdk)?;
-    for (relative, contents) in &crate_files.files {
-        let path = dir.join(relative);
-        if let Some(parent) = path.parent() {
-            std::fs::create_dir_all(parent)
-                .with_context(|| format!("cannot create {}", parent.display()))?;
-        }
-        std::fs::write(&path, contents)
-            .with_context(|| format!("cannot write {}", path.display()))?;
-    }
+    write_files(&dir, &crate_files)?;
     println!(
         "created workflow type {} in {} (SDK: {})",
         args.name,
@@ -176,6 +192,26 @@ pub fn run(args: &NewArgs) -> anyhow::Result<()> {
         "  workflow-operator plugin render {} --group group.yaml",
         crate_files.wasm
     );
+    Ok(())
+}
+
+/// Writes the files of `project` under `dir`.
+fn write_files(dir: &Path, project: &Scaffold) -> anyhow::Result<()> {
+    for (relative, contents) in &project.files {
+        let path = dir.join(relative);
+        if let Some(parent) = path.parent() {
+            std::fs::create_dir_all(parent)
+                .with_context(|| format!("cannot create {}", parent.display()))?;
+        }
+        std::fs::write(&path, contents)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+        #[cfg(unix)]
+        if relative.ends_with(".sh") {
+            use std::os::unix::fs::PermissionsExt as _;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
+                .with_context(|| format!("cannot make {} executable", path.display()))?;
+        }
+    }
     Ok(())
 }
 

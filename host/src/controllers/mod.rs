@@ -46,12 +46,19 @@ use crate::locks::{Holdings, LockCaches, Waiters};
 use crate::plugin::PluginRegistry;
 use crate::provenance::Provenance;
 
-/// A stream that yields whenever the set of loaded plugins changes.
+/// A stream that yields whenever the set of loaded plugins changes, or their problems do (a
+/// group waiting for a type says why it is missing).
 fn plugin_changes(registry: &PluginRegistry) -> impl futures::Stream<Item = ()> + Send + 'static {
-    futures::stream::unfold(registry.subscribe(), |mut rx| async move {
-        rx.changed().await.ok()?;
-        Some(((), rx))
-    })
+    let changes = |rx: tokio::sync::watch::Receiver<u64>| {
+        futures::stream::unfold(rx, |mut rx| async move {
+            rx.changed().await.ok()?;
+            Some(((), rx))
+        })
+    };
+    futures::stream::select(
+        changes(registry.subscribe()),
+        changes(registry.subscribe_problems()),
+    )
 }
 
 /// The group that controls `workflow`, by its ownerReference.

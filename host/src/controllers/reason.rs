@@ -75,3 +75,5 @@ pub const GROUP_COMPLETED: &str = "GroupCompleted";
 pub const GROUP_FAILED: &str = "GroupFailed";
 /// A plugin ConfigMap's entry cannot be used (on that ConfigMap).
 pub const PLUGIN_INVALID: &str = "PluginInvalid";
+/// A plugin ConfigMap's entry names an OCI artifact that is being pulled.
+pub const PLUGIN_PULLING: &str = "PluginPulling";

@@ -39,6 +39,12 @@ pub enum PluginError {
     /// A ConfigMap has the plugin label but no `*.wasm` entry.
     #[error("ConfigMap {namespace}/{name} has the plugin label but no *.wasm entry")]
     NoPluginEntry { namespace: String, name: String },
+    /// A plugin named by an OCI reference is being pulled.
+    #[error("pulling {reference}")]
+    Pulling { reference: String },
+    /// A plugin named by an OCI reference could not be pulled (tried again with back-off).
+    #[error("cannot pull plugin {reference}: {reason}")]
+    Pull { reference: String, reason: String },
     /// The bytes are not a WebAssembly component (garbage, or a core module).
     #[error("{origin} is not a WebAssembly component: {reason}")]
     NotAComponent { origin: String, reason: String },
@@ -155,6 +161,8 @@ impl PluginError {
             | PluginError::ReadDir { .. }
             | PluginError::NotBinaryData { .. }
             | PluginError::NoPluginEntry { .. }
+            | PluginError::Pulling { .. }
+            | PluginError::Pull { .. }
             | PluginError::NotAComponent { .. }
             | PluginError::Compile { .. }
             | PluginError::WrongContract { .. }

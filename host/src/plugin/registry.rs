@@ -79,6 +79,8 @@ struct RegistryInner {
     /// Serialises scans (the watcher's and explicit ones).
     scan_lock: Mutex<()>,
     generation: tokio::sync::watch::Sender<u64>,
+    /// Bumped whenever the problems change.
+    problem_generation: tokio::sync::watch::Sender<u64>,
 }
 
 #[derive(Default)]
@@ -122,12 +124,14 @@ impl PluginRegistry {
     /// An empty registry running plugins with `runtime`.
     pub fn new(runtime: Runtime) -> Self {
         let (generation, _) = tokio::sync::watch::channel(0);
+        let (problem_generation, _) = tokio::sync::watch::channel(0);
         Self {
             inner: Arc::new(RegistryInner {
                 runtime,
                 state: Mutex::new(State::default()),
                 scan_lock: Mutex::new(()),
                 generation,
+                problem_generation,
             }),
         }
     }
@@ -166,10 +170,32 @@ impl PluginRegistry {
         self.lock().problems.clone()
     }
 
+    /// Why the file that would serve `type_name` is not used, when it is named so: a
+    /// problem of `<type_name>.wasm` (a file, or a ConfigMap entry that may name an OCI
+    /// artifact still being pulled). A plugin's type is known only once it loads, so its
+    /// file's name is the only clue.
+    pub fn problem_for(&self, type_name: &str) -> Option<LoadProblem> {
+        let file = format!("{type_name}.wasm");
+        self.lock()
+            .problems
+            .iter()
+            .find(|p| match &p.file {
+                Origin::File(path) => path.file_name().is_some_and(|n| *n == *file),
+                Origin::ConfigMap { key, .. } => *key == file,
+            })
+            .cloned()
+    }
+
     /// A receiver of the generation number, bumped whenever the set of types or their
     /// digests changes.
     pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
         self.inner.generation.subscribe()
+    }
+
+    /// A receiver of a number bumped whenever the problems change (a group waiting for a
+    /// type says why it is missing).
+    pub fn subscribe_problems(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.problem_generation.subscribe()
     }
 
     /// Loads one file outside of any directory scan (for the CLI). The registry is unchanged.
@@ -221,9 +247,13 @@ impl PluginRegistry {
         }
         let decision = scan::decide(&state.serving, offers, source_problems);
         log_new_problems(&state.problems, &decision.problems);
+        let problems_changed = state.problems != decision.problems;
         state.serving = decision.serving;
         state.problems = decision.problems;
         let changed = decision.changed;
+        if problems_changed {
+            self.inner.problem_generation.send_modify(|g| *g += 1);
+        }
         if changed {
             state.generation += 1;
             let generation = state.generation;
@@ -368,6 +398,14 @@ fn union_of_sources(state: &State) -> (Vec<Offer<Arc<Plugin>>>, Vec<LoadProblem>
 /// Logs each problem of `now` that was not one at the scan before.
 fn log_new_problems(before: &[LoadProblem], now: &[LoadProblem]) {
     for problem in now.iter().filter(|p| !before.contains(p)) {
+        // A pull under way or failing is logged where it runs (`oci::Puller`).
+        if let scan::ProblemKind::Failed {
+            error: PluginError::Pulling { .. } | PluginError::Pull { .. },
+            ..
+        } = &problem.kind
+        {
+            continue;
+        }
         tracing::error!(file = %problem.file, "cannot use plugin: {}", problem.message());
     }
 }
@@ -384,4 +422,48 @@ fn loaded_types(state: &State) -> Vec<LoadedType> {
             file: served.origin.clone(),
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plugin::RuntimeConfig;
+
+    #[test]
+    fn a_types_problem_is_that_of_the_file_or_entry_named_for_it() {
+        let registry =
+            PluginRegistry::new(Runtime::new(RuntimeConfig::default()).expect("runtime"));
+        let pulling = |reference: &str| PluginError::Pulling {
+            reference: reference.into(),
+        };
+        registry.load_source(
+            "test",
+            vec![
+                SourceFile {
+                    origin: Origin::File("/plugins/disk-check.wasm".into()),
+                    bytes: Err(pulling("oci://r.example/a:1")),
+                },
+                SourceFile {
+                    origin: Origin::ConfigMap {
+                        namespace: "ops".into(),
+                        name: "anything".into(),
+                        key: "net-check.wasm".into(),
+                    },
+                    bytes: Err(pulling("oci://r.example/b:1")),
+                },
+            ],
+            None,
+        );
+        let file = |t: &str| registry.problem_for(t).map(|p| p.file.to_string());
+        assert_eq!(
+            file("disk-check").as_deref(),
+            Some("/plugins/disk-check.wasm")
+        );
+        assert_eq!(
+            file("net-check").as_deref(),
+            Some("configmap/ops/anything/net-check.wasm")
+        );
+        assert_eq!(file("check"), None);
+        assert_eq!(file("disk"), None);
+    }
 }

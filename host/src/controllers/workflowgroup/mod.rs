@@ -363,6 +363,11 @@ impl GroupPlugins for RegistryPlugins<'_> {
         }
     }
 
+    fn why_missing(&self, type_name: &str) -> Option<String> {
+        let problem = self.registry.problem_for(type_name)?;
+        Some(format!("{}: {}", problem.file, problem.message()))
+    }
+
     fn render(&self, unit: &Unit<'_>) -> Result<Workflow, RenderError> {
         let plugin = self
             .registry

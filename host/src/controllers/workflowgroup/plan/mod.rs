@@ -56,6 +56,11 @@ pub enum PluginState {
 pub trait GroupPlugins {
     /// Whether a plugin of `type_name` is loaded and accepts the group's params for it.
     fn check(&self, type_name: &str) -> PluginState;
+    /// Why no plugin of `type_name` is loaded, when a plugin file named for it has a problem
+    /// (a pull from a registry under way or failing, a broken file).
+    fn why_missing(&self, _type_name: &str) -> Option<String> {
+        None
+    }
     /// The Workflow of `unit` for the group, templated by its plugin.
     fn render(&self, unit: &Unit<'_>) -> Result<Workflow, RenderError>;
 }
@@ -425,6 +430,8 @@ mod tests {
     struct Plugins {
         states: BTreeMap<String, PluginState>,
         template_error: Option<PluginError>,
+        /// Why a missing type is missing, by type.
+        why: BTreeMap<String, String>,
     }
 
     impl GroupPlugins for Plugins {
@@ -433,6 +440,9 @@ mod tests {
                 .get(type_name)
                 .cloned()
                 .unwrap_or(PluginState::Missing)
+        }
+        fn why_missing(&self, type_name: &str) -> Option<String> {
+            self.why.get(type_name).cloned()
         }
         fn render(&self, unit: &Unit<'_>) -> Result<Workflow, RenderError> {
             if let Some(e) = &self.template_error {
@@ -456,6 +466,7 @@ mod tests {
                 .map(|t| (t.to_string(), PluginState::Loaded(Ok(()))))
                 .collect(),
             template_error: None,
+            why: BTreeMap::new(),
         }
     }
 
@@ -692,6 +703,7 @@ mod tests {
                 .map(|t| (t.to_string(), PluginState::Loaded(Ok(()))))
                 .collect(),
             template_error: None,
+            why: BTreeMap::new(),
         };
         // now() is Friday 2027-01-15, 09:00 in Berlin: the next window is Monday's, at 22:00
         // there (21:00 UTC in winter).
@@ -1360,6 +1372,23 @@ mod tests {
         let (status, reason, message) = condition(&plan);
         assert_eq!((status, reason), ("Unknown", "PluginMissing"));
         assert!(message.contains("\"post-check\""), "{message}");
+    }
+
+    #[test]
+    fn a_missing_plugin_whose_file_has_a_problem_says_the_problem_on_the_group() {
+        let mut plugins = with("post-check", PluginState::Missing);
+        plugins.why.insert(
+            "post-check".into(),
+            "configmap/ops/post-check/post-check.wasm: cannot pull plugin oci://r.example/p:1: connection refused".into(),
+        );
+        let plan = plan_group(&sample(), &BTreeMap::new(), &plugins, now());
+        let (status, reason, message) = condition(&plan);
+        assert_eq!((status, reason), ("Unknown", "PluginMissing"));
+        assert!(
+            message.contains("\"post-check\"")
+                && message.ends_with("(or its ConfigMap); configmap/ops/post-check/post-check.wasm: cannot pull plugin oci://r.example/p:1: connection refused"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -324,10 +324,14 @@ impl<'a> Planner<'a> {
         plugins: &dyn GroupPlugins,
     ) -> ControlFlow<GroupPlan, Self> {
         let mut missing = Vec::new();
+        let mut why = Vec::new();
         let mut invalid = Vec::new();
         for t in due {
             match plugins.check(t) {
-                PluginState::Missing => missing.push(format!("{t:?}")),
+                PluginState::Missing => {
+                    missing.push(format!("{t:?}"));
+                    why.extend(plugins.why_missing(t));
+                }
                 PluginState::Loaded(Ok(())) => {}
                 PluginState::Loaded(Err(e)) if e.is_transient() => {
                     return ControlFlow::Break(self.unavailable(e));
@@ -341,10 +345,13 @@ impl<'a> Planner<'a> {
             } else {
                 ("", "it is")
             };
-            let message = format!(
+            let mut message = format!(
                 "no plugin is loaded for workflow type{s} {}; the group starts when {verb} added to the plugin directory",
                 missing.join(", "),
             );
+            if !why.is_empty() {
+                message = format!("{message} (or its ConfigMap); {}", why.join("; "));
+            }
             return ControlFlow::Break(self.wait(reason::PLUGIN_MISSING, message));
         }
         if !invalid.is_empty() {
