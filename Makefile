@@ -10,7 +10,7 @@ export KUBECTL
 export CARGO_TERM_COLOR ?= never
 TARGET_DIR := $(or $(CARGO_TARGET_DIR),$(CURDIR)/target)
 
-.PHONY: help tools plugins build lint fmt test test-unit docs manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-real-node bench-runner bench-reload bench-languages bench-webhook bench-join bench-ui
+.PHONY: help tools plugins build lint fmt test test-unit docs manifests install uninstall run demo deploy deploy-plugins undeploy bench bench-cluster bench-fleet bench-real-node bench-runner bench-reload bench-languages bench-webhook bench-join bench-ui
 
 help: ## List the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-16s %s\n", $$1, $$2}'
@@ -106,6 +106,9 @@ bench-runner: ## workflow-runner's fan-out over SSH: TARGETS (100) on HOSTS (50)
 
 bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once; PEER=argo|tekton|all: peers side by side
 	N=$(or $(N),100) ./scripts/bench-cluster.sh
+
+bench-fleet: plugins ## A fleet on the local cluster: one group of 5000 targets in waves of 10%, then 50 groups of 100 over 1000 machines (locks on)
+	./scripts/bench-fleet.sh
 
 bench-ui: tools build ## The web view in headless Chromium: status change to page drawn (p50/p99 over CHANGES, 100), and GROUPS (1000) groups listed: RSS, JS heap
 	CHANGES=$(or $(CHANGES),100) GROUPS=$(or $(GROUPS),1000) $(CARGO) run -q -p workflow-operator --example bench_ui

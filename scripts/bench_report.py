@@ -4,6 +4,7 @@
   bench_report.py ours --sample-times FILE --n N ...    bench-cluster.sh, our run: one Markdown
                                                         table, and --json-out for the comparison
   bench_report.py contended --n N --targets T ...       bench-cluster.sh, the contended run
+  bench_report.py fleet --part P --groups G ...          bench-fleet.sh: one part's table
   bench_report.py peer --harness argo|tekton --output FILE ...
                                                         a peer harness's run.sh output, as JSON
   bench_report.py side-by-side --ours JSON --peer JSON [--peer JSON ...]
@@ -273,16 +274,10 @@ def side_by_side(a):
                   f"{'; '.join(p['fails']) or 'see its log above'}")
 
 
-def contended(a):
-    """The contended run: groups taking turns on shared targets."""
-    times = sorted(float(l) for l in open(a.sample_times) if l.strip())
-    one = statistics.median(times)
-    per_target = -(-a.n // a.targets)
-    ideal = per_target * one
-    wall = a.t1 - a.t0
-    # The pod watch: JSON events one after another; each group's span runs from the first event
-    # of one of its pods to the event in which its last pod finished.
-    text = open(a.watch).read()
+def group_spans(path):
+    """The pod watch in `path` (JSON events one after another): how many events, and each group's
+    span, from the first event of one of its pods to the event in which its last pod finished."""
+    text = open(path).read()
     decoder, at, events = json.JSONDecoder(), 0, []
     while True:
         while at < len(text) and text[at].isspace():
@@ -294,8 +289,7 @@ def contended(a):
         except ValueError:
             break  # the watch was stopped mid-object
         events.append(event)
-    start, end, target_of = {}, {}, {}
-    pod_end = {}
+    start, end, pod_end = {}, {}, {}
     for i, e in enumerate(events):
         pod = e.get("object", {})
         group = pod.get("metadata", {}).get("labels", {}).get("workflow.rxg456.cn/group-name")
@@ -306,17 +300,64 @@ def contended(a):
         if pod.get("status", {}).get("phase") in ("Succeeded", "Failed") and name not in pod_end:
             pod_end[name] = i
             end[group] = max(end.get(group, i), i)
-        target_of[group] = int(group.rsplit("-", 1)[1]) % a.targets
+    return len(events), start, end
+
+
+def overlapping(start, end, targets_of):
+    """Pairs of groups sharing a target (`targets_of`: group -> set) whose spans overlapped, and the
+    groups with a pod never seen finished."""
     overlaps = 0
     groups = sorted(start)
     for x in range(len(groups)):
         for y in range(x + 1, len(groups)):
             g, h = groups[x], groups[y]
-            if target_of[g] != target_of[h] or g not in end or h not in end:
+            if not (targets_of.get(g, set()) & targets_of.get(h, set())) or g not in end or h not in end:
                 continue
             if not (end[g] < start[h] or end[h] < start[g]):
                 overlaps += 1
-    unfinished = [g for g in groups if g not in end]
+    return overlaps, [g for g in groups if g not in end]
+
+
+def fleet(a):
+    """A part of bench-fleet.sh: groups on a fleet of machines."""
+    targets_of = {g: set(ips) for g, ips in json.load(open(a.targets)).items()}
+    events, start, end = group_spans(a.watch)
+    overlaps, unfinished = overlapping(start, end, targets_of)
+    sharing = sum(1 for x, g in enumerate(sorted(targets_of)) for h in sorted(targets_of)[x + 1:]
+                  if targets_of[g] & targets_of[h])
+    machines = len(set().union(*targets_of.values()))
+    verbs, by_resource = api_requests(a.metrics)
+    writes = sum(c for v, c in verbs.items() if v in WRITES)
+    by_resource = Counter({k: c for k, c in by_resource.items() if k.split(" ")[0] in WRITES})
+    steps = max(a.steps, 1)
+    cpu = (a.cpu_ticks - a.cpu_ticks_started) / a.clk_tck
+    per_group = statistics.mean(len(t) for t in targets_of.values())
+    print()
+    print(f"| fleet: {a.part} | value |")
+    print("|---|---|")
+    print(f"| groups | {a.groups} of {per_group:.0f} targets each over {machines} machines; {a.completed} Completed, {a.failed} Failed |")
+    print(f"| wall time, kubectl apply to all finished | {a.t1 - a.t0:.1f} s |")
+    print(f"| kubectl apply to the first step pod (the first locks taken) | {a.t_first_pod - a.t0:.2f} s |")
+    print(f"| Workflows, step pods | {a.workflows}, {a.steps} |")
+    print(f"| API writes | {writes} ({writes / steps:.2f} per step: {', '.join(f'{k} {c}' for k, c in sorted(by_resource.items()))}) |")
+    print(f"| operator CPU | {cpu:.1f} s ({cpu * 1000 / steps:.1f} ms per step; {a.cpu_ticks_started / a.clk_tck:.1f} s starting, apart) |")
+    print(f"| operator peak RSS (VmHWM) | {a.rss_kib / 1024:.1f} MiB |")
+    print(f"| lock Leases at once, at most (polled twice a second) | {a.leases_peak} |")
+    print(f"| lock Leases left afterwards | {a.leases_left} |")
+    if len(targets_of) > 1:
+        print(f"| overlaps (two of the {sharing} pairs of groups sharing a machine with pods at once, from a pod watch of {events} events) | {overlaps}{'; groups with a pod never seen finished: ' + ', '.join(unfinished) if unfinished else ''} |")
+
+
+def contended(a):
+    """The contended run: groups taking turns on shared targets."""
+    times = sorted(float(l) for l in open(a.sample_times) if l.strip())
+    one = statistics.median(times)
+    per_target = -(-a.n // a.targets)
+    ideal = per_target * one
+    wall = a.t1 - a.t0
+    events, start, end = group_spans(a.watch)
+    target_of = {g: {int(g.rsplit("-", 1)[1]) % a.targets} for g in start}
+    overlaps, unfinished = overlapping(start, end, target_of)
     steps = 5 * a.n
     verbs, by_resource = api_requests(a.metrics)
     writes = sum(c for v, c in verbs.items() if v in WRITES)
@@ -436,6 +477,27 @@ def main():
     p.add_argument("--watch", required=True, help="file: kubectl get pods --watch --output-watch-events -o json")
     p.add_argument("--locks-left", type=int, required=True, help="lock Leases left after the run")
     p.set_defaults(run=contended)
+
+    p = commands.add_parser("fleet", help="a part of bench-fleet.sh: groups on a fleet of machines")
+    p.add_argument("--part", required=True, help="the part's name")
+    p.add_argument("--groups", type=int, required=True, help="groups applied at once")
+    p.add_argument("--targets", required=True, help="file: each group's target addresses (JSON)")
+    p.add_argument("--t0", type=float, required=True, help="epoch seconds: kubectl apply started")
+    p.add_argument("--t-first-pod", type=float, required=True, help="epoch seconds: the first step pod was seen")
+    p.add_argument("--t1", type=float, required=True, help="epoch seconds: every group had finished")
+    p.add_argument("--rss-kib", type=int, required=True, help="the operator's peak RSS (VmHWM), KiB")
+    p.add_argument("--cpu-ticks", type=int, required=True, help="the operator's CPU (utime + stime), ticks")
+    p.add_argument("--cpu-ticks-started", type=int, required=True, help="the same when the groups were applied")
+    p.add_argument("--clk-tck", type=int, required=True, help="ticks a second")
+    p.add_argument("--completed", type=int, required=True, help="groups that ended Completed")
+    p.add_argument("--failed", type=int, required=True, help="groups that ended Failed")
+    p.add_argument("--steps", type=int, required=True, help="step pods")
+    p.add_argument("--workflows", type=int, required=True, help="Workflows")
+    p.add_argument("--metrics", required=True, help="file: the operator's /metrics after the run")
+    p.add_argument("--watch", required=True, help="file: kubectl get pods --watch --output-watch-events -o json")
+    p.add_argument("--leases-peak", type=int, required=True, help="the most lock Leases seen at once")
+    p.add_argument("--leases-left", type=int, required=True, help="lock Leases left after the run")
+    p.set_defaults(run=fleet)
 
     p = commands.add_parser("peer", help="a peer harness's run.sh output, as figures for side-by-side")
     p.add_argument("--harness", required=True, choices=sorted(PEER_HEADERS), help="which peer harness ran")

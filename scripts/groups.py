@@ -5,6 +5,9 @@
   groups.py demo-join --kubelet PATH --images DIR < group.json  + setup that joins them as Nodes
   groups.py copies --sample FILE --count N                     N copies, targets of their own
   groups.py contended --sample FILE --count N --targets T      N copies over T shared targets
+  groups.py fleet-rollout --sample FILE --targets N --wave W   one group on N targets, in waves
+  groups.py fleet-shared --sample FILE --count G --targets T --machines M
+                                                               G groups of T targets out of M
   groups.py join --hosts FILE --run R --kubelet PATH --images DIR   bench-join.sh's group
   groups.py targets --hosts FILE --count N --prefix P          a runner targets file
   groups.py targets-of --group FILE                            a group's targets, as a targets file
@@ -15,6 +18,7 @@ FILE arguments named --hosts hold target-hosts.sh's "name address" lines. `group
 """
 import argparse
 import json
+import random
 import sys
 
 # Steps on the local cluster's real node (tests/cluster/node.sh labels and taints it so).
@@ -89,6 +93,41 @@ def wide(a):
         ip = f"10.{200 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}"
         lines.append(f"  - name: wide-{i:05d}\n    ip: {ip}\n    role: Worker\n")
     print("".join(lines))
+
+
+def fleet_target(i):
+    """Machine i of the fleet: 10.<100 + i/62500>.<i/250%250>.<i%250+1>. Data only: nothing connects."""
+    return f"fleet-{i:05d}", f"10.{100 + i // 62500}.{i // 250 % 250}.{i % 250 + 1}"
+
+
+def fleet_group(sample, name, machines, extra=""):
+    head, _ = sample_text(sample).split("  targets:\n", 1)
+    lines = [head.replace("name: workflowgroup-sample", f"name: {name}"), extra, "  targets:\n"]
+    for i in machines:
+        target, ip = fleet_target(i)
+        lines.append(f"  - name: {target}\n    ip: {ip}\n    role: Worker\n")
+    return "".join(lines)
+
+
+def fleet_rollout(a):
+    # The seed sample on `targets` machines in rolling waves.
+    rollout = f"  rollout:\n    waveSize: \"{a.wave}\"\n"
+    print(fleet_group(a.sample, "rollout", range(a.targets), rollout))
+    json.dump({"rollout": [fleet_target(i)[1] for i in range(a.targets)]}, open(a.targets_out, "w"))
+
+
+def fleet_shared(a):
+    # `count` groups of `targets` machines each, drawn at random (seeded: every run the same) from
+    # `machines`: groups that share one take turns.
+    rng = random.Random(a.seed)
+    chosen = {}
+    for g in range(a.count):
+        name = f"shared-{g:03d}"
+        machines = sorted(rng.sample(range(a.machines), a.targets))
+        chosen[name] = [fleet_target(i)[1] for i in machines]
+        print("---")
+        print(fleet_group(a.sample, name, machines))
+    json.dump(chosen, open(a.targets_out, "w"))
 
 
 def join(a):
@@ -186,6 +225,22 @@ def main():
     p.add_argument("--sample", required=True, help="the seed sample's YAML file")
     p.add_argument("--targets", type=int, required=True, help="how many targets")
     p.set_defaults(handler=wide)
+
+    p = commands.add_parser("fleet-rollout", help="one copy of the seed sample on a fleet, in rolling waves (YAML)")
+    p.add_argument("--sample", required=True, help="the seed sample's YAML file")
+    p.add_argument("--targets", type=int, required=True, help="how many machines")
+    p.add_argument("--wave", required=True, help="spec.rollout.waveSize: a count or a percentage")
+    p.add_argument("--targets-out", required=True, help="file to write the group's target addresses to (JSON)")
+    p.set_defaults(handler=fleet_rollout)
+
+    p = commands.add_parser("fleet-shared", help="copies of the seed sample on machines drawn from a fleet (YAML)")
+    p.add_argument("--sample", required=True, help="the seed sample's YAML file")
+    p.add_argument("--count", type=int, required=True, help="how many groups")
+    p.add_argument("--targets", type=int, required=True, help="how many machines each")
+    p.add_argument("--machines", type=int, required=True, help="how many machines in the fleet")
+    p.add_argument("--seed", type=int, default=1, help="the draw's seed")
+    p.add_argument("--targets-out", required=True, help="file to write each group's target addresses to (JSON)")
+    p.set_defaults(handler=fleet_shared)
 
     p = commands.add_parser("join", help="a cluster-expansion group that joins the hosts as Nodes")
     p.add_argument("--hosts", required=True, help=hosts_help)

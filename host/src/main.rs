@@ -247,6 +247,11 @@ struct RunArgs {
     /// takes them again, first come first served, before a step starts.
     #[arg(long, env = "WORKFLOW_LOCK_IDLE_SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=86400))]
     lock_idle_seconds: u64,
+    /// A group acting on more targets at once than this locks them by range (at most 256
+    /// Leases per cluster, however many targets) instead of one Lease per target; 0: never.
+    /// Every operator sharing targets must use the same value.
+    #[arg(long, env = "WORKFLOW_LOCK_RANGES_ABOVE", default_value_t = 256)]
+    lock_ranges_above: usize,
     /// Log format: `text` for people, `json` (one object per line) for log pipelines.
     #[arg(long, env = "WORKFLOW_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     log_format: LogFormat,
@@ -639,6 +644,7 @@ fn operator_config(args: RunArgs, own_namespace: &str) -> OperatorConfig {
                 .unwrap_or_else(|| own_namespace.to_string()),
             lease_duration: std::time::Duration::from_secs(args.lock_lease_seconds),
             idle: std::time::Duration::from_secs(args.lock_idle_seconds),
+            ranges_above: args.lock_ranges_above,
         },
     }
 }

@@ -278,6 +278,131 @@ fn locks_held_through_an_operator_crash_are_neither_broken_nor_stuck() {
     wait_no_locks(&ns, Duration::from_secs(6));
 }
 
+/// `yaml` (of [`group_yaml_on`], on one target) with `more` targets after its first.
+fn with_targets(yaml: &str, more: &[&str]) -> String {
+    let first = "    role: Master\n";
+    let extra: String = more
+        .iter()
+        .enumerate()
+        .map(|(i, ip)| format!("  - name: node-{}\n    ip: {ip}\n    role: Worker\n", i + 2))
+        .collect();
+    yaml.replacen(first, &format!("{first}{extra}"), 1)
+}
+
+/// The range a target of the test cluster falls in, as the operator hashes it.
+fn range_of(ip: &str) -> u8 {
+    use sha2::Digest;
+    sha2::Sha256::digest(format!("test-cluster/{ip}").as_bytes())[0]
+}
+
+#[test]
+fn a_group_locking_by_range_takes_turns_with_groups_on_its_targets_only() {
+    let cluster = cluster();
+    let ns = cluster.fresh_namespace("e2e-locks-range");
+    let plugins = plugin_dir(&["at", "pre-check", "setup", "post-check"]);
+    // Groups of more than two targets lock by range.
+    let ranges = ["--lock-ranges-above", "2"];
+    let mut operator = Operator::start_with(&ns, plugins.path(), &ranges);
+    let watch = PodWatch::start(&ns);
+
+    // A group by target holds one; a large group that needs it waits, naming who holds it.
+    let (shared, a, b) = (own_target_ip(), own_target_ip(), own_target_ip());
+    cluster.apply_yaml_in(&ns, &at_group("holder", &shared, in_seconds(3600)));
+    wait_group_phase(&ns, "holder", "Running", &mut operator);
+    let large = with_targets(
+        &group_yaml_on("large", &SEED_TYPES, &shared, "", ""),
+        &[&a, &b],
+    );
+    cluster.apply_yaml_in(&ns, &large);
+    let message = wait_waiting(&ns, "large", &mut operator);
+    assert!(
+        message.contains(&format!(
+            "target node-1 ({shared}) is held by group {ns}/holder"
+        )),
+        "{message}"
+    );
+    let deleted = Instant::now();
+    cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "holder", "--wait=false"]);
+    wait_no_longer_waiting(&ns, "large", TIMEOUT, &operator);
+    let freed = deleted.elapsed();
+    assert!(
+        freed < Duration::from_secs(5),
+        "woken by the delete: {freed:?}"
+    );
+    wait_group_phase(&ns, "large", "Completed", &mut operator);
+
+    // A large group holds its ranges: a few Leases that list its targets, none per target.
+    let (shared, a, b) = (own_target_ip(), own_target_ip(), own_target_ip());
+    let big = with_targets(&at_group("big", &shared, in_seconds(3600)), &[&a, &b]);
+    cluster.apply_yaml_in(&ns, &big);
+    wait_group_phase(&ns, "big", "Running", &mut operator);
+    let leases = list(&ns, "leases", Some("workflow.rxg456.cn/lock"));
+    let mut locked: Vec<String> = Vec::new();
+    for lease in &leases {
+        assert_eq!(
+            lease["metadata"]["labels"]["workflow.rxg456.cn/lock"], "range",
+            "{lease}"
+        );
+        let holder = lease["spec"]["holderIdentity"].as_str().unwrap_or_default();
+        assert!(holder.starts_with(&format!("{ns}/big/")), "{lease}");
+        let annotations = &lease["metadata"]["annotations"];
+        let locks = annotations["workflow.rxg456.cn/locks"]
+            .as_str()
+            .unwrap_or_default();
+        locked.extend(locks.lines().map(str::to_string));
+    }
+    assert!((1..=3).contains(&leases.len()), "{leases:?}");
+    locked.sort();
+    let mut want: Vec<String> = [&shared, &a, &b]
+        .iter()
+        .map(|ip| format!("test-cluster/{ip}"))
+        .collect();
+    want.sort();
+    assert_eq!(locked, want);
+
+    // A group on one of its targets waits for it; a group on another target of the same
+    // range does not.
+    cluster.apply_yaml_in(&ns, &group_yaml_on("small", &SEED_TYPES, &a, "", ""));
+    let neighbour = std::iter::repeat_with(own_target_ip)
+        .find(|ip| range_of(ip) == range_of(&a))
+        .expect("an address in the range");
+    let neighbour = group_yaml_on("neighbour", &SEED_TYPES, &neighbour, "", "");
+    cluster.apply_yaml_in(&ns, &neighbour);
+    let message = wait_waiting(&ns, "small", &mut operator);
+    assert!(
+        message.contains(&format!("target node-1 ({a}) is held by group {ns}/big")),
+        "{message}"
+    );
+    wait_group_phase(&ns, "neighbour", "Completed", &mut operator);
+    cluster.kubectl_ok(&["-n", &ns, "delete", "wfg", "big", "--wait=false"]);
+    wait_group_phase(&ns, "small", "Completed", &mut operator);
+
+    // All at once: two large groups sharing a target, and small groups on some of theirs.
+    let t: Vec<String> = (0..5).map(|_| own_target_ip()).collect();
+    let on = |name: &str, ips: &[&String]| {
+        let yaml = group_yaml_on(name, &SEED_TYPES, ips[0], "", "");
+        let more: Vec<&str> = ips[1..].iter().map(|s| s.as_str()).collect();
+        with_targets(&yaml, &more)
+    };
+    let groups = [
+        ("l1", on("l1", &[&t[0], &t[1], &t[2]])),
+        ("l2", on("l2", &[&t[2], &t[3], &t[4]])),
+        ("s1", on("s1", &[&t[0]])),
+        ("s2", on("s2", &[&t[3]])),
+        ("s3", on("s3", &[&t[4]])),
+    ];
+    let all: String = groups.iter().map(|(_, y)| format!("---\n{y}")).collect();
+    cluster.apply_yaml_in(&ns, &all);
+    for (name, _) in &groups {
+        wait_group_phase(&ns, name, "Completed", &mut operator);
+    }
+    let events = watch.stop();
+    for pair in [["l1", "l2"], ["l1", "s1"], ["l2", "s2"], ["l2", "s3"]] {
+        assert_no_overlap(&events, &pair);
+    }
+    wait_no_locks(&ns, Duration::from_secs(5));
+}
+
 #[test]
 fn on_the_real_node_groups_sharing_a_target_take_turns() {
     let cluster = cluster();

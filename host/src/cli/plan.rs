@@ -21,7 +21,7 @@ use crate::api::window::Opening;
 use crate::api::{Target, TargetSelector, Workflow, WorkflowGroup};
 use crate::controllers::workflowgroup::plan::{Unit, spec_problem, units};
 use crate::controllers::workflowgroup::select::nodes_as_targets;
-use crate::locks::{LABEL_LOCK, claims};
+use crate::locks::{ANNOTATION_LOCKS, LABEL_LOCK, LockKind, claims};
 use crate::plugin::{Plugin, Runtime, RuntimeConfig};
 use crate::render::render_workflow;
 
@@ -144,11 +144,19 @@ async fn held_now(client: &kube::Client, namespace: &str) -> Result<Held, String
         .list(&ListParams::default().labels(LABEL_LOCK))
         .await
         .map_err(|e| format!("cannot list the lock Leases in {namespace}: {e}"))?;
-    Ok(listed
-        .items
-        .iter()
-        .map(|l| (l.name_any(), crate::locks::holder_name(l)))
-        .collect())
+    // By Lease name, and by each target a range Lease locks (target keys are no Lease names).
+    let mut held = Held::new();
+    for lease in &listed.items {
+        let holder = crate::locks::holder_name(lease);
+        if lease.labels().get(LABEL_LOCK).map(String::as_str) == Some(LockKind::Range.as_str()) {
+            let keys = lease.annotations().get(ANNOTATION_LOCKS);
+            for key in keys.iter().flat_map(|k| k.lines()) {
+                held.insert(key.to_string(), holder.clone());
+            }
+        }
+        held.insert(lease.name_any(), holder);
+    }
+    Ok(held)
 }
 
 /// The plan as people read it, at `now` (Unix seconds), with each type's steps as `steps`
@@ -292,7 +300,8 @@ fn locked(out: &mut String, group: &WorkflowGroup, locks: &Result<Held, String>)
     let taken: Vec<String> = claims
         .iter()
         .filter_map(|c| {
-            let holder = c.leases.iter().find_map(|l| held.get(l))?;
+            let holder = c.leases.iter().find_map(|l| held.get(l));
+            let holder = holder.or_else(|| held.get(&c.key))?;
             Some(format!("{} held by {}", word(&c.what), word(holder)))
         })
         .collect();

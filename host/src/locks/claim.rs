@@ -5,6 +5,7 @@ use std::fmt;
 use std::net::IpAddr;
 
 use kube::ResourceExt;
+use sha2::{Digest, Sha256};
 
 use crate::api::{ExclusionScope, Target, WorkflowGroup};
 use crate::names::lease_name;
@@ -16,6 +17,9 @@ pub enum LockKind {
     Target,
     /// One running slot of a group type (`spec.exclusion.scope: Type`).
     Type,
+    /// The targets of a large group that fall in one range of its cluster's targets (see
+    /// [`ranged`]).
+    Range,
 }
 
 impl LockKind {
@@ -24,6 +28,7 @@ impl LockKind {
         match self {
             Self::Target => "target",
             Self::Type => "type",
+            Self::Range => "range",
         }
     }
 }
@@ -36,9 +41,13 @@ pub struct Claim {
     pub leases: Vec<String>,
     /// What it is, for people (`node-1 (192.168.1.101)`, `a slot of type cluster-expansion`).
     pub what: String,
-    /// What the Lease's annotation says it locks.
+    /// What the Lease's annotation says it locks: a target's key, a slot, or (a range's) the
+    /// keys of the targets it covers, a line each.
     pub key: String,
     pub kind: LockKind,
+    /// A range's: the Leases of the targets it covers. A group in line for one of them is in
+    /// line for the range too.
+    pub covers: Vec<String>,
 }
 
 /// A target's identity for locking: its cluster name and its address, normalised (an IPv6
@@ -69,6 +78,7 @@ pub fn claims(group: &WorkflowGroup, targets: &[Target]) -> Vec<Claim> {
                     what: format!("{} ({})", t.name, t.ip),
                     key,
                     kind: LockKind::Target,
+                    covers: Vec::new(),
                 })
                 .collect()
         }
@@ -83,9 +93,64 @@ pub fn claims(group: &WorkflowGroup, targets: &[Target]) -> Vec<Claim> {
                 what: format!("one of the {slots} running slots of group type {type_:?}"),
                 key,
                 kind: LockKind::Type,
+                covers: Vec::new(),
             }]
         }
     }
+}
+
+/// How many ranges a cluster's targets are hashed into for [`ranged`] locks: a group takes at
+/// most this many Leases however many targets it has.
+pub const RANGES: usize = 256;
+
+/// The range of a target (by its [`target_key`]).
+fn range_of(key: &str) -> u8 {
+    Sha256::digest(key.as_bytes())[0]
+}
+
+/// The claims of a large group, by range: its target claims (those of [`claims`]) grouped by
+/// the range of their key, one claim (and one Lease, named by the cluster and the range) per
+/// range. A range Lease lists the targets it locks, so it conflicts with a per-target Lease of
+/// one of them (see `Locks::acquire`), while two ranged groups conflict on any range they
+/// share: coarser between large groups, exact between a large group and the rest.
+pub fn ranged(group: &WorkflowGroup, claims: &[Claim]) -> Vec<Claim> {
+    let cluster = group.spec.cluster_name.trim();
+    let mut by_range: BTreeMap<u8, Vec<&Claim>> = BTreeMap::new();
+    for claim in claims.iter().filter(|c| c.kind == LockKind::Target) {
+        by_range
+            .entry(range_of(&claim.key))
+            .or_default()
+            .push(claim);
+    }
+    by_range
+        .into_iter()
+        .map(|(range, covered)| {
+            Claim {
+                leases: vec![lease_name(
+                    LockKind::Range.as_str(),
+                    &format!("{cluster}/{range}"),
+                )],
+                // Shown as its first target; `plan::listed` counts the rest.
+                what: covered[0].what.clone(),
+                key: covered
+                    .iter()
+                    .map(|c| c.key.as_str())
+                    .collect::<Vec<_>>()
+                    .join("\n"),
+                kind: LockKind::Range,
+                covers: covered.iter().flat_map(|c| c.leases.clone()).collect(),
+            }
+        })
+        .collect()
+}
+
+/// The claims among `mine` (target claims) that a Lease locking `locked` (its annotation: keys,
+/// a line each) locks too.
+pub fn locked_by<'a>(mine: &'a [Claim], locked: &str) -> Vec<&'a Claim> {
+    let keys: std::collections::BTreeSet<&str> = locked.lines().map(str::trim).collect();
+    mine.iter()
+        .filter(|c| c.kind == LockKind::Target && keys.contains(c.key.as_str()))
+        .collect()
 }
 
 /// The group holding a lock, as a Lease's `spec.holderIdentity` spells it:

@@ -33,7 +33,7 @@ use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 use tracing::{info, warn};
@@ -44,7 +44,7 @@ mod lease;
 pub mod plan;
 mod waiters;
 
-pub use self::claim::{Claim, HolderId, LockKind, claims, target_key};
+pub use self::claim::{Claim, HolderId, LockKind, RANGES, claims, locked_by, ranged, target_key};
 pub use self::holdings::Holdings;
 pub use self::lease::{holder_name, release_deleted};
 use self::plan::{Arrival, LockMove, Waiting};
@@ -71,6 +71,22 @@ pub struct LockConfig {
     /// How long a group holds locks while nothing of it runs before it gives them to groups
     /// waiting for them.
     pub idle: Duration,
+    /// A group that acts on more targets at once than this locks them by range ([`ranged`]);
+    /// 0: never (and per-target locks are not checked against ranges).
+    pub ranges_above: usize,
+}
+
+impl LockConfig {
+    /// The Leases `group` takes for `claims` (its target claims, from [`claims`]): one per
+    /// target, or, for more targets than [`LockConfig::ranges_above`], one per range.
+    pub fn lock_set(&self, group: &WorkflowGroup, claims: Vec<Claim>) -> (Vec<Claim>, bool) {
+        let targets = claims.iter().filter(|c| c.kind == LockKind::Target).count();
+        if self.ranges_above > 0 && targets > self.ranges_above {
+            (ranged(group, &claims), true)
+        } else {
+            (claims, false)
+        }
+    }
 }
 
 /// What [`Locks::acquire`] got.
@@ -245,8 +261,9 @@ impl Locks {
         waiting_for: impl Fn(&WorkflowGroup) -> Option<&[Target]>,
     ) -> kube::Result<Acquired> {
         let uid = group.uid().unwrap_or_default();
-        let claims = claims(group, targets);
-        let held: BTreeSet<String> = self.held_by(&uid).iter().map(|l| l.name_any()).collect();
+        let per_target = claims(group, targets);
+        let (claims, ranged) = self.config.lock_set(group, per_target.clone());
+        let held = self.held_for(&uid, &claims);
         let me = arrival(group);
         let plan = plan::decide(&claims, &held, &me, || self.waiting(group, &waiting_for));
         if plan.release_first {
@@ -277,6 +294,7 @@ impl Locks {
         let api = self.api();
         let mut taken = 0;
         let mut blocked: BTreeMap<String, Vec<&Claim>> = BTreeMap::new();
+        let mut wait_for: Vec<String> = Vec::new();
         // A batch at a time, in the claims' order: a large group takes its thousands of
         // Leases in a few round trips' time, and two groups after the same locks still meet
         // at the first batch they share, where one of them stops.
@@ -286,7 +304,10 @@ impl Locks {
             for (claim, result) in batch.iter().zip(results) {
                 match result {
                     Ok(None) => taken += 1,
-                    Ok(Some(holders)) => blocked.entry(holders).or_default().push(claim),
+                    Ok(Some(holders)) => {
+                        blocked.entry(holders).or_default().push(claim);
+                        wait_for.extend(claim.leases.iter().cloned());
+                    }
                     Err(error) => {
                         // Half taken is given back here too; the next reconcile starts over.
                         if let Err(release) = self.release(&uid).await {
@@ -301,8 +322,27 @@ impl Locks {
                 break;
             }
         }
+        if blocked.is_empty() && self.config.ranges_above > 0 {
+            // Per-target and range Leases of the same target have different names: each side
+            // looks for the other's after taking its own, in the API server (not the cache).
+            // Whichever of two groups looks second sees the first, so they never both go on.
+            let crossing = self.crossing(&api, &uid, &per_target, ranged).await;
+            let crossing = match crossing {
+                Ok(crossing) => crossing,
+                Err(error) => {
+                    if let Err(release) = self.release(&uid).await {
+                        warn!(error = %release, "could not give back locks after a failed look");
+                    }
+                    return Err(error);
+                }
+            };
+            for (holder, claim, lease) in crossing {
+                blocked.entry(holder).or_default().push(claim);
+                wait_for.push(lease);
+            }
+        }
         if blocked.is_empty() {
-            info!(locks = taken, "took locks");
+            info!(locks = taken, ranged, "took locks");
             return Ok(Acquired::Held);
         }
         // What it holds goes back (taken now, or before a crash), so that no group holds half
@@ -310,13 +350,69 @@ impl Locks {
         if taken > 0 || !held.is_empty() {
             self.release(&uid).await?;
         }
-        let leases: Vec<String> = blocked
-            .values()
-            .flatten()
-            .flat_map(|c| c.leases.clone())
-            .collect();
-        self.waiters.wait(group, &leases);
+        self.waiters.wait(group, &wait_for);
         Ok(Acquired::Waiting(plan::waiting_for_held(&blocked)))
+    }
+
+    /// The Leases the group with `uid` holds, by name, as far as they serve `claims`: a range
+    /// Lease that locks other targets than its claim (an earlier wave's) does not count as the
+    /// same lock and is given back first.
+    fn held_for(&self, uid: &str, claims: &[Claim]) -> BTreeSet<String> {
+        let ranges: BTreeMap<&str, &str> = claims
+            .iter()
+            .filter(|c| c.kind == LockKind::Range)
+            .flat_map(|c| c.leases.iter().map(|l| (l.as_str(), c.key.as_str())))
+            .collect();
+        self.held_by(uid)
+            .iter()
+            .map(|lease| {
+                let name = lease.name_any();
+                let locks = lease.annotations().get(ANNOTATION_LOCKS);
+                let is_range = lease.labels().get(LABEL_LOCK).map(String::as_str) == Some("range");
+                if is_range && ranges.get(name.as_str()).copied() != locks.map(String::as_str) {
+                    format!("{name} (other targets)")
+                } else {
+                    name
+                }
+            })
+            .collect()
+    }
+
+    /// The live groups other than the one with `uid` whose Leases of the other kind lock one
+    /// of `mine` (target claims): range Leases when it took per-target ones, per-target ones
+    /// when it took ranges. For each: who, which claim, the Lease to wait for. Read from the
+    /// API server: a Lease created a moment ago is not in the cache yet.
+    async fn crossing<'a>(
+        &self,
+        api: &Api<Lease>,
+        uid: &str,
+        mine: &'a [Claim],
+        ranged: bool,
+    ) -> kube::Result<Vec<(String, &'a Claim, String)>> {
+        if !mine.iter().any(|c| c.kind == LockKind::Target) {
+            return Ok(Vec::new());
+        }
+        let other = if ranged {
+            LockKind::Target
+        } else {
+            LockKind::Range
+        };
+        let selector = format!("{LABEL_LOCK}={}", other.as_str());
+        let listed = api.list(&ListParams::default().labels(&selector)).await?;
+        let mut found = Vec::new();
+        for lease in &listed.items {
+            let locks = lease.annotations().get(ANNOTATION_LOCKS);
+            let hits = locked_by(mine, locks.map_or("", String::as_str));
+            if hits.is_empty() {
+                continue;
+            }
+            if let Holder::Live(who) | Holder::Unknown(who) = self.holder_of(lease, Some(uid)) {
+                for claim in hits {
+                    found.push((who.clone(), claim, lease.name_any()));
+                }
+            }
+        }
+        Ok(found)
     }
 
     /// The other groups that wait for locks, with the Leases each waits for.
@@ -333,12 +429,13 @@ impl Locks {
             .filter_map(|other| {
                 let other = &*other;
                 let targets = waiting_for(other)?;
+                let (claims, _) = self.config.lock_set(other, claims(other, targets));
                 Some(Waiting {
                     shown: HolderId::of(other).shown(),
                     arrival: arrival(other),
-                    leases: claims(other, targets)
+                    leases: claims
                         .into_iter()
-                        .flat_map(|c| c.leases)
+                        .flat_map(|c| c.leases.into_iter().chain(c.covers))
                         .collect(),
                 })
             })
@@ -374,7 +471,8 @@ impl Locks {
         name: &str,
     ) -> kube::Result<Taken> {
         let uid = group.uid().unwrap_or_default();
-        if let Some(lease) = self.cached(name).map(|l| (*l).clone()) {
+        let cached = self.cached(name).filter(|l| !self.waiters.was_released(l));
+        if let Some(lease) = cached.map(|l| (*l).clone()) {
             match self.holder_of(&lease, Some(&uid)) {
                 Holder::Me => return Ok(Taken::Yes),
                 Holder::Live(who) | Holder::Unknown(who) => return Ok(Taken::HeldBy(who)),
@@ -553,6 +651,73 @@ mod tests {
         let mut plain = group(ExclusionScope::None, None);
         plain.spec.exclusion = None;
         assert_eq!(claims(&plain, &targets).len(), 2);
+    }
+
+    fn config(ranges_above: usize) -> LockConfig {
+        LockConfig {
+            namespace: "locks".into(),
+            lease_duration: Duration::from_secs(30),
+            idle: Duration::from_secs(60),
+            ranges_above,
+        }
+    }
+
+    #[test]
+    fn a_large_group_locks_by_range_and_each_range_lists_exactly_its_targets() {
+        let targets: Vec<Target> = (0..600)
+            .map(|i| target(&format!("n{i}"), &format!("10.0.{}.{}", i / 250, i % 250)))
+            .collect();
+        let g = group(ExclusionScope::Target, None);
+        let per_target = claims(&g, &targets);
+        let (small, ranged) = config(600).lock_set(&g, per_target.clone());
+        assert!(!ranged);
+        assert_eq!(small, per_target);
+        let (never, ranged) = config(0).lock_set(&g, per_target.clone());
+        assert!(!ranged && never.len() == 600);
+
+        let (ranges, ranged) = config(256).lock_set(&g, per_target.clone());
+        assert!(ranged);
+        assert!(
+            ranges.len() <= RANGES && ranges.len() > 200,
+            "{}",
+            ranges.len()
+        );
+        let mut covered = 0;
+        for range in &ranges {
+            assert_eq!(range.kind, LockKind::Range);
+            assert_eq!(range.leases.len(), 1);
+            // The Lease lists the targets it locks, and they are those it stands for.
+            let locked = locked_by(&per_target, &range.key);
+            let leases: Vec<String> = locked.iter().map(|c| c.leases[0].clone()).collect();
+            assert_eq!(leases, range.covers);
+            assert_eq!(range.key.lines().count(), range.covers.len());
+            covered += range.covers.len();
+        }
+        assert_eq!(covered, 600, "every target in exactly one range");
+        // The same target in another cluster is in another range Lease.
+        let mut other = g.clone();
+        other.spec.cluster_name = "another-cluster".into();
+        let (theirs, _) = config(256).lock_set(&other, claims(&other, &targets));
+        assert!(
+            theirs
+                .iter()
+                .all(|t| ranges.iter().all(|r| r.leases != t.leases))
+        );
+        // A small group's target is found in the range that covers it, and only there.
+        let one = claims(&g, &targets[17..18]);
+        let hits: Vec<&Claim> = ranges
+            .iter()
+            .filter(|r| !locked_by(&one, &r.key).is_empty())
+            .collect();
+        assert_eq!(hits.len(), 1);
+        assert!(hits[0].covers.contains(&one[0].leases[0]));
+        // Shown as the targets they stand for.
+        let all: Vec<&Claim> = ranges.iter().collect();
+        assert!(
+            listed(&all).ends_with(&format!(" and {} more", 600 - 5)),
+            "{}",
+            listed(&all)
+        );
     }
 
     #[test]

@@ -72,7 +72,8 @@ pub fn decide<'a>(
         .filter(|o| o.arrival < *me && o.arrival.1 != me.1)
     {
         for claim in claims {
-            if claim.leases.iter().any(|l| other.leases.contains(l)) {
+            let names = claim.leases.iter().chain(&claim.covers);
+            if names.into_iter().any(|l| other.leases.contains(l)) {
                 before.entry(other.shown.clone()).or_default().push(claim);
             }
         }
@@ -130,8 +131,10 @@ pub fn listed(claims: &[&Claim]) -> String {
         return claim.what.clone();
     }
     let names: Vec<&str> = claims.iter().take(SHOWN).map(|c| c.what.as_str()).collect();
-    let more = claims.len().saturating_sub(SHOWN);
-    let s = if claims.len() == 1 { "" } else { "s" };
+    // A range stands for the targets it covers (its `what` names the first).
+    let count = claims.iter().map(|c| c.covers.len().max(1)).sum::<usize>();
+    let more = count - names.len();
+    let s = if count == 1 { "" } else { "s" };
     let tail = if more > 0 {
         format!(" and {more} more")
     } else {
@@ -150,6 +153,7 @@ mod tests {
             what: format!("{lease} (10.0.0.1)"),
             key: format!("c/{lease}"),
             kind: LockKind::Target,
+            covers: Vec::new(),
         }
     }
 
@@ -219,6 +223,31 @@ mod tests {
         let elsewhere = || vec![waiting("ns/old", at(5, "old"), &["z"])];
         let plan = decide(&claims, &BTreeSet::new(), &at(10, "me"), elsewhere);
         assert_eq!(plan.next, LockMove::Take(vec![&claims[0], &claims[1]]));
+    }
+
+    #[test]
+    fn a_range_waits_behind_an_older_group_waiting_for_a_target_it_covers() {
+        let range = Claim {
+            leases: vec!["range-1".into()],
+            what: "a (10.0.0.1)".into(),
+            key: "c/a\nc/b".into(),
+            kind: LockKind::Range,
+            covers: vec!["a".into(), "b".into()],
+        };
+        let claims = [range];
+        let older = || vec![waiting("ns/small", at(5, "small"), &["b"])];
+        let plan = decide(&claims, &BTreeSet::new(), &at(10, "me"), older);
+        assert_eq!(
+            plan.next,
+            LockMove::WaitBehind {
+                older: "ns/small".into(),
+                claims: vec![&claims[0]]
+            }
+        );
+        // A target of the same range that it does not cover is no reason to wait.
+        let elsewhere = || vec![waiting("ns/small", at(5, "small"), &["z"])];
+        let plan = decide(&claims, &BTreeSet::new(), &at(10, "me"), elsewhere);
+        assert_eq!(plan.next, LockMove::Take(vec![&claims[0]]));
     }
 
     #[test]

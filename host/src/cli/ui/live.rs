@@ -19,7 +19,9 @@ use tokio::sync::watch;
 use crate::api::{LABEL_GROUP_NAME, Phase, Workflow, WorkflowGroup};
 use crate::controllers::reason::WAITING_FOR_TARGETS;
 use crate::controllers::status::succeeded;
-use crate::locks::{ANNOTATION_LOCKS, LABEL_LOCK, LABEL_LOCK_HOLDER, claims, holder_name};
+use crate::locks::{
+    ANNOTATION_LOCKS, LABEL_LOCK, LABEL_LOCK_HOLDER, claims, holder_name, locked_by,
+};
 use crate::view::GroupView;
 
 /// Most Events listed for a group, the newest.
@@ -280,11 +282,10 @@ impl Live {
         let held = leases
             .iter()
             .filter(|l| mine(l))
-            .map(|l| {
-                l.annotations()
-                    .get(ANNOTATION_LOCKS)
-                    .cloned()
-                    .unwrap_or_else(|| l.name_any())
+            .flat_map(|l| match l.annotations().get(ANNOTATION_LOCKS) {
+                // A range Lease locks a target a line.
+                Some(locks) => locks.lines().map(str::to_string).collect(),
+                None => vec![l.name_any()],
             })
             .collect();
         let waiting = group
@@ -296,9 +297,11 @@ impl Live {
             claims(group, &group.spec.targets)
                 .into_iter()
                 .filter_map(|claim| {
-                    let lease = leases
-                        .iter()
-                        .find(|l| claim.leases.contains(&l.name_any()) && !mine(l))?;
+                    let locks = |l: &Lease| {
+                        claim.leases.contains(&l.name_any())
+                            || !locked_by(std::slice::from_ref(&claim), annotation(l)).is_empty()
+                    };
+                    let lease = leases.iter().find(|l| locks(l) && !mine(l))?;
                     Some(WaitingFor {
                         lock: claim.what,
                         holder: holder_name(lease),
@@ -314,6 +317,14 @@ impl Live {
             error: None,
         }
     }
+}
+
+/// What a lock Lease says it locks (a range's: a target a line).
+fn annotation(lease: &Lease) -> &str {
+    lease
+        .annotations()
+        .get(ANNOTATION_LOCKS)
+        .map_or("", String::as_str)
 }
 
 /// A row of the list for `group`.
