@@ -525,6 +525,9 @@ impl Locks {
     /// The API server refused the delete.
     pub async fn release(&self, uid: &str) -> kube::Result<()> {
         let held = self.held_by(uid);
+        // Before the delete: every Lease of the group acquired until now goes with it, those
+        // the cache has not shown yet too.
+        self.waiters.giving_back(uid);
         lease::delete_held(&self.api(), uid).await?;
         self.waiters.released(&held);
         Ok(())

@@ -6,10 +6,11 @@ use std::time::Duration;
 
 use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::runtime::reflector::{ObjectRef, Store};
 
-use super::arrival;
+use super::{LABEL_LOCK_HOLDER, arrival};
 use crate::api::WorkflowGroup;
 
 /// Groups waiting for a lock, by Lease name, woken when it is deleted; and the Leases given
@@ -22,6 +23,11 @@ pub struct Waiters {
     wake: UnboundedSender<ObjectRef<WorkflowGroup>>,
     /// Object UIDs of Leases deleted by a release, with when.
     released: Mutex<HashMap<String, std::time::Instant>>,
+    /// Groups (by UID) that gave back all their locks, with when, by the clock that stamps a
+    /// Lease's `acquireTime`: a Lease of theirs acquired before then was deleted with the rest,
+    /// though the cache may not have seen it yet (nor, for one created a moment before, its
+    /// creation).
+    gave_back: Mutex<HashMap<String, (Timestamp, std::time::Instant)>>,
 }
 
 /// How long a released Lease is remembered: far longer than the cache takes to see it go.
@@ -34,6 +40,7 @@ impl Waiters {
             line: Mutex::default(),
             wake,
             released: Mutex::default(),
+            gave_back: Mutex::default(),
         }
     }
 
@@ -70,6 +77,16 @@ impl Waiters {
             .cloned()
     }
 
+    /// Notes that the group with `uid` gives back all its locks now (before the delete).
+    pub(super) fn giving_back(&self, uid: &str) {
+        let Ok(mut gave_back) = self.gave_back.lock() else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        gave_back.retain(|_, (_, at)| now.duration_since(*at) < REMEMBER_RELEASED);
+        gave_back.insert(uid.to_string(), (Timestamp::now(), now));
+    }
+
     pub(super) fn released(&self, leases: &[Arc<Lease>]) {
         let Ok(mut released) = self.released.lock() else {
             return;
@@ -81,11 +98,27 @@ impl Waiters {
         }
     }
 
+    /// Whether `lease` (as a cache shows it) was deleted by a release: known by its UID, or
+    /// acquired by a group before that group gave back all it held.
     pub(super) fn was_released(&self, lease: &Lease) -> bool {
         let uid = lease.metadata.uid.as_deref().unwrap_or_default();
-        self.released
+        if self
+            .released
             .lock()
             .is_ok_and(|released| released.contains_key(uid))
+        {
+            return true;
+        }
+        let acquired = lease.spec.as_ref().and_then(|s| s.acquire_time.as_ref());
+        let holder = lease.labels().get(LABEL_LOCK_HOLDER);
+        let (Some(acquired), Some(holder)) = (acquired, holder) else {
+            return false;
+        };
+        self.gave_back.lock().is_ok_and(|gave_back| {
+            gave_back
+                .get(holder)
+                .is_some_and(|(when, _)| acquired.0 < *when)
+        })
     }
 
     pub(super) fn wait(&self, group: &WorkflowGroup, leases: &[String]) {
@@ -123,5 +156,51 @@ impl Waiters {
         if waiters.is_empty() {
             waiting.remove(name);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::ObjectMeta;
+
+    use super::*;
+
+    fn lease(uid: &str, holder: &str, acquired: Timestamp) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(format!("wfl-{uid}")),
+                uid: Some(uid.into()),
+                labels: Some(BTreeMap::from([(LABEL_LOCK_HOLDER.into(), holder.into())])),
+                ..ObjectMeta::default()
+            },
+            spec: Some(LeaseSpec {
+                acquire_time: Some(MicroTime(acquired)),
+                ..LeaseSpec::default()
+            }),
+        }
+    }
+
+    #[test]
+    fn a_lease_acquired_before_its_group_gave_back_everything_is_gone_whatever_the_cache_shows() {
+        let (wake, _woken) = futures::channel::mpsc::unbounded();
+        let waiters = Waiters::new(wake);
+        // Acquired a moment before the release, not yet in the cache when it was given back.
+        let before = lease("l1", "g1", Timestamp::now());
+        let other = lease("l2", "g2", Timestamp::now());
+        assert!(!waiters.was_released(&before));
+        std::thread::sleep(Duration::from_millis(2));
+        waiters.giving_back("g1");
+        std::thread::sleep(Duration::from_millis(2));
+        assert!(waiters.was_released(&before));
+        // Another group's, and the group's own taken again afterwards, stand.
+        assert!(!waiters.was_released(&other));
+        assert!(!waiters.was_released(&lease("l3", "g1", Timestamp::now())));
+        // Known by UID too.
+        waiters.released(&[Arc::new(other.clone())]);
+        assert!(waiters.was_released(&other));
     }
 }
