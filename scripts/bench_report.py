@@ -367,7 +367,7 @@ def contended(a):
     print("|---|---|")
     print(f"| {a.n} groups over {a.targets} shared targets | {a.completed} Completed, {a.failed} Failed |")
     print(f"| wall time | {wall:.1f} s; ideal {ideal:.1f} s ({per_target} groups per target x the sample's median {one:.2f} s); {wall / ideal:.2f}x the ideal |")
-    print(f"| overlaps (pods of two groups on one target at once, from a pod watch of {len(events)} events) | {overlaps}{'; groups with a pod never seen finished: ' + ', '.join(unfinished) if unfinished else ''} |")
+    print(f"| overlaps (pods of two groups on one target at once, from a pod watch of {events} events) | {overlaps}{'; groups with a pod never seen finished: ' + ', '.join(unfinished) if unfinished else ''} |")
     print(f"| API writes per step | {writes / steps:.2f} ({', '.join(f'{k} {c / steps:.2f}' for k, c in sorted(by_resource.items()))}) |")
     print(f"| operator peak RSS (VmHWM) | {a.rss_kib / 1024:.1f} MiB |")
     print(f"| lock Leases left afterwards | {a.locks_left} |")
