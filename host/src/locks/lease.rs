@@ -59,9 +59,19 @@ pub async fn create(api: &Api<Lease>, lease: &Lease) -> kube::Result<bool> {
     }
 }
 
-/// Deletes `lease` if it is still the object seen (same UID and resourceVersion); false when
-/// it changed or is gone.
-pub async fn delete_exact(api: &Api<Lease>, lease: &Lease) -> kube::Result<bool> {
+/// What became of a Lease deleted as it was seen.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Deleted {
+    /// Deleted now.
+    Now,
+    /// Gone already (its holder gave it back meanwhile).
+    Already,
+    /// It changed since (taken again): left alone.
+    Changed,
+}
+
+/// Deletes `lease` if it is still the object seen (same UID and resourceVersion).
+pub async fn delete_exact(api: &Api<Lease>, lease: &Lease) -> kube::Result<Deleted> {
     let params = DeleteParams {
         preconditions: Some(Preconditions {
             uid: lease.uid(),
@@ -70,8 +80,9 @@ pub async fn delete_exact(api: &Api<Lease>, lease: &Lease) -> kube::Result<bool>
         ..DeleteParams::default()
     };
     match api.delete(&lease.name_any(), &params).await {
-        Ok(_) => Ok(true),
-        Err(kube::Error::Api(e)) if e.code == 404 || e.code == 409 => Ok(false),
+        Ok(_) => Ok(Deleted::Now),
+        Err(kube::Error::Api(e)) if e.code == 404 => Ok(Deleted::Already),
+        Err(kube::Error::Api(e)) if e.code == 409 => Ok(Deleted::Changed),
         Err(e) => Err(e),
     }
 }

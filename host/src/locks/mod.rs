@@ -46,6 +46,7 @@ mod waiters;
 
 pub use self::claim::{Claim, HolderId, LockKind, RANGES, claims, locked_by, ranged, target_key};
 pub use self::holdings::Holdings;
+use self::lease::Deleted;
 pub use self::lease::{holder_name, release_deleted};
 use self::plan::{Arrival, LockMove, Waiting};
 pub use self::waiters::Waiters;
@@ -505,8 +506,10 @@ impl Locks {
                 Holder::Live(who) | Holder::Unknown(who) => return Ok(Taken::HeldBy(who)),
                 Holder::Gone => {
                     // Deleted only as it was seen: a Lease taken since stays.
-                    if !lease::delete_exact(api, &lease).await? {
-                        return Ok(Taken::HeldBy(lease::holder_name(&lease)));
+                    // Gone already (given back by its holder): it is free, as if not cached.
+                    match lease::delete_exact(api, &lease).await? {
+                        Deleted::Changed => return Ok(Taken::HeldBy(lease::holder_name(&lease))),
+                        Deleted::Now | Deleted::Already => {}
                     }
                     info!(lease = name, holder = %lease::holder_name(&lease), "took over the lock of a gone group");
                 }
@@ -575,10 +578,10 @@ impl Locks {
                     continue;
                 }
                 match lease::delete_exact(&api, &held).await {
-                    Ok(true) => {
+                    Ok(Deleted::Now) => {
                         info!(lease = %held.name_any(), holder = %lease::holder_name(&held), "freed the lock of a gone group");
                     }
-                    Ok(false) => {}
+                    Ok(Deleted::Already | Deleted::Changed) => {}
                     Err(error) => warn!(%error, lease = %held.name_any(), "could not free a lock"),
                 }
             }
