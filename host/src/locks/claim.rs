@@ -1,6 +1,6 @@
 //! What a group must hold to act, and who holds a lock.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::net::IpAddr;
 
@@ -147,9 +147,22 @@ pub fn ranged(group: &WorkflowGroup, claims: &[Claim]) -> Vec<Claim> {
 /// The claims among `mine` (target claims) that a Lease locking `locked` (its annotation: keys,
 /// a line each) locks too.
 pub fn locked_by<'a>(mine: &'a [Claim], locked: &str) -> Vec<&'a Claim> {
-    let keys: std::collections::BTreeSet<&str> = locked.lines().map(str::trim).collect();
+    locked_in(&by_key(mine), locked)
+}
+
+/// The target claims among `mine`, by key (for [`locked_in`]).
+pub fn by_key(mine: &[Claim]) -> HashMap<&str, &Claim> {
     mine.iter()
-        .filter(|c| c.kind == LockKind::Target && keys.contains(c.key.as_str()))
+        .filter(|c| c.kind == LockKind::Target)
+        .map(|c| (c.key.as_str(), c))
+        .collect()
+}
+
+/// [`locked_by`] with the claims indexed by key once, for many Leases.
+pub fn locked_in<'a>(mine: &HashMap<&str, &'a Claim>, locked: &str) -> Vec<&'a Claim> {
+    locked
+        .lines()
+        .filter_map(|key| mine.get(key.trim()).copied())
         .collect()
 }
 

@@ -44,7 +44,9 @@ mod lease;
 pub mod plan;
 mod waiters;
 
-pub use self::claim::{Claim, HolderId, LockKind, RANGES, claims, locked_by, ranged, target_key};
+pub use self::claim::{
+    Claim, HolderId, LockKind, RANGES, by_key, claims, locked_by, locked_in, ranged, target_key,
+};
 pub use self::holdings::Holdings;
 use self::lease::Deleted;
 pub use self::lease::{holder_name, release_deleted};
@@ -182,15 +184,20 @@ impl Locks {
             .get(&ObjectRef::new(name).within(&self.config.namespace))
     }
 
+    /// The Lease `name` as the cache has it, unless a release deleted it (the cache may still
+    /// list it for a moment).
+    fn current(&self, name: &str) -> Option<Arc<Lease>> {
+        self.cached(name).filter(|l| !self.waiters.was_released(l))
+    }
+
     /// The Leases the group with `uid` holds, as the cache has them (less those it gave back,
     /// which the cache may still list for a moment).
     pub fn held_by(&self, uid: &str) -> Vec<Arc<Lease>> {
         self.holdings
             .of(uid)
             .iter()
-            .filter_map(|name| self.cached(name))
+            .filter_map(|name| self.current(name))
             .filter(|l| l.labels().get(LABEL_LOCK_HOLDER).map(String::as_str) == Some(uid))
-            .filter(|l| !self.waiters.was_released(l))
             .collect()
     }
 
@@ -378,7 +385,8 @@ impl Locks {
             .map(|lease| {
                 let name = lease.name_any();
                 let locks = lease.annotations().get(ANNOTATION_LOCKS);
-                let is_range = lease.labels().get(LABEL_LOCK).map(String::as_str) == Some("range");
+                let is_range = lease.labels().get(LABEL_LOCK).map(String::as_str)
+                    == Some(LockKind::Range.as_str());
                 if is_range && ranges.get(name.as_str()).copied() != locks.map(String::as_str) {
                     format!("{name} (other targets)")
                 } else {
@@ -393,9 +401,7 @@ impl Locks {
     fn visibly_held(&self, claim: &Claim, uid: &str) -> Option<String> {
         let mut holders = Vec::new();
         for name in &claim.leases {
-            let lease = self
-                .cached(name)
-                .filter(|l| !self.waiters.was_released(l))?;
+            let lease = self.current(name)?;
             match self.holder_of(&lease, Some(uid)) {
                 Holder::Live(who) | Holder::Unknown(who) => holders.push(who),
                 Holder::Me | Holder::Gone => return None,
@@ -427,10 +433,12 @@ impl Locks {
         };
         let selector = format!("{LABEL_LOCK}={}", other.as_str());
         let listed = api.list(&ListParams::default().labels(&selector)).await?;
+        // Indexed once: a ranged group may meet thousands of per-target Leases.
+        let mine_by_key = by_key(mine);
         let mut found = Vec::new();
         for lease in &listed.items {
             let locks = lease.annotations().get(ANNOTATION_LOCKS);
-            let hits = locked_by(mine, locks.map_or("", String::as_str));
+            let hits = locked_in(&mine_by_key, locks.map_or("", String::as_str));
             if hits.is_empty() {
                 continue;
             }
@@ -499,8 +507,7 @@ impl Locks {
         name: &str,
     ) -> kube::Result<Taken> {
         let uid = group.uid().unwrap_or_default();
-        let cached = self.cached(name).filter(|l| !self.waiters.was_released(l));
-        if let Some(lease) = cached.map(|l| (*l).clone()) {
+        if let Some(lease) = self.current(name).map(|l| (*l).clone()) {
             match self.holder_of(&lease, Some(&uid)) {
                 Holder::Me => return Ok(Taken::Yes),
                 Holder::Live(who) | Holder::Unknown(who) => return Ok(Taken::HeldBy(who)),
