@@ -432,7 +432,13 @@ fn init_logs(format: LogFormat) {
 
 fn run(args: RunArgs) -> anyhow::Result<()> {
     init_logs(args.log_format);
-    tokio::runtime::Runtime::new()?.block_on(operate(args))
+    // Spawned, not run by the main thread: the controllers' futures then run on the workers
+    // that also drive their connections, instead of each wake crossing to the main thread.
+    tokio::runtime::Runtime::new()?.block_on(async {
+        tokio::spawn(operate(args))
+            .await
+            .map_err(|e| anyhow::anyhow!("the operator's task failed: {e}"))?
+    })
 }
 
 /// The operator's life: plugins loaded, the webhook served, the leader lease held, the

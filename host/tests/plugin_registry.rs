@@ -266,3 +266,37 @@ fn load_file_names_the_file_when_it_cannot_be_read() {
         .expect_err("missing file");
     assert!(err.to_string().contains("/nonexistent/x.wasm"), "{err}");
 }
+
+#[tokio::test]
+async fn a_watched_directory_is_not_scanned_again_while_nothing_in_it_changes() {
+    let mut volume = ConfigMapVolume::new();
+    let registry = PluginRegistry::new(runtime().clone());
+    let mut rx = registry.subscribe();
+    let _guard = registry.watch(volume.path()).expect("watch");
+    volume.publish(&[("pre-check.wasm", &builtin("pre-check"))]);
+    next_generation(&mut rx).await;
+    // Quiet for ten debounce periods after the last scan. A scan opens and reads every file;
+    // inotify reports those opens, and a watch that took them for changes scanned for ever.
+    let mut scans = registry.scans();
+    loop {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        let now = registry.scans();
+        if now == scans {
+            break;
+        }
+        assert!(
+            now <= scans + 1,
+            "the directory was scanned {} times in 2 s while nothing in it changed",
+            now - scans
+        );
+        scans = now;
+    }
+    // Others reading the files change nothing either.
+    std::fs::read(volume.path().join("pre-check.wasm")).expect("read the plugin");
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(registry.scans(), scans, "a read of a plugin file rescanned");
+    // A real change is still seen.
+    volume.publish(&[("pre-check.wasm", &test_plugin("pre-check-v2"))]);
+    next_generation(&mut rx).await;
+    assert!(registry.scans() > scans);
+}

@@ -81,6 +81,8 @@ struct RegistryInner {
     generation: tokio::sync::watch::Sender<u64>,
     /// Bumped whenever the problems change.
     problem_generation: tokio::sync::watch::Sender<u64>,
+    /// How many scans of any source ran.
+    scans: std::sync::atomic::AtomicU64,
 }
 
 #[derive(Default)]
@@ -132,6 +134,7 @@ impl PluginRegistry {
                 scan_lock: Mutex::new(()),
                 generation,
                 problem_generation,
+                scans: std::sync::atomic::AtomicU64::new(0),
             }),
         }
     }
@@ -231,6 +234,9 @@ impl PluginRegistry {
             .scan_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
+        self.inner
+            .scans
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         // Compile outside the state lock: callers keep reading the old set meanwhile.
         let loads = files.into_iter().map(|file| self.load_one(file)).collect();
         let mut state = self.lock();
@@ -274,8 +280,14 @@ impl PluginRegistry {
         }
     }
 
+    /// How many scans of any source have run since start.
+    pub fn scans(&self) -> u64 {
+        self.inner.scans.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
     /// Scans `dir` now, then again whenever anything in it changes (debounced by 200 ms),
-    /// until the returned guard is dropped.
+    /// until the returned guard is dropped. Reading a file is no change: a scan reads every
+    /// file, and inotify reports those opens (notify asks for them).
     ///
     /// # Errors
     /// When the directory cannot be watched (for example, it does not exist).
@@ -283,10 +295,14 @@ impl PluginRegistry {
         let (tx, rx) = mpsc::channel::<()>();
         let mut watcher =
             notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-                if let Err(e) = &event {
-                    tracing::warn!("plugin directory watch error: {e}; rescanning");
+                match &event {
+                    Err(e) => tracing::warn!("plugin directory watch error: {e}; rescanning"),
+                    // A read (our own scan's, or anyone's) changes nothing; rescanning on it
+                    // would rescan for ever, every debounce.
+                    Ok(event) if only_read(event.kind) => return,
+                    Ok(_) => {}
                 }
-                // Any event, of any kind, on any name: the rescan decides what changed.
+                // Any other event, of any kind, on any name: the rescan decides what changed.
                 let _ = tx.send(());
             })
             .map_err(|e| anyhow::anyhow!("cannot watch plugin directory {}: {e}", dir.display()))?;
@@ -336,6 +352,13 @@ impl PluginRegistry {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
     }
+}
+
+/// Whether an event in the plugin directory only tells of a file opened or closed without
+/// writing.
+fn only_read(kind: notify::EventKind) -> bool {
+    use notify::event::{AccessKind, AccessMode, EventKind};
+    matches!(kind, EventKind::Access(access) if access != AccessKind::Close(AccessMode::Write))
 }
 
 /// The `*.wasm` files of `dir` (following symlinks, skipping dotfiles and directories), sorted.
