@@ -673,6 +673,39 @@ fn a_call_is_timed_and_counted_by_type_export_and_outcome() {
 }
 
 #[test]
+fn params_a_version_accepted_are_accepted_again_without_a_call_and_refused_ones_are_asked_again() {
+    let (runtime, registry) = runtime_with_metrics(RuntimeConfig {
+        max_concurrent_calls: 4,
+        ..RuntimeConfig::default()
+    });
+    let plugin = runtime.load(&builtin("at"), "at.wasm").expect("load");
+    let valid = json!({"schedule": "2026-01-30T21:04:00Z", "command": "echo QAQ"});
+    let refused = json!({"schedule": "tomorrow", "command": "echo QAQ"});
+    for _ in 0..3 {
+        plugin.validate(&valid).expect("valid params");
+        plugin.validate(&refused).expect_err("refused params");
+    }
+    // The same version loaded again (from another file) shares what it learnt.
+    let again = runtime.load(&builtin("at"), "other/at.wasm").expect("load");
+    again.validate(&valid).expect("valid params");
+    let text = encoded(&registry);
+    let calls = |outcome: &str| {
+        let prefix = format!(
+            r#"workflow_operator_plugin_calls_total{{workflow_type="at",export="validate",outcome="{outcome}"}} "#
+        );
+        text.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(|n| n.parse::<u64>().expect("a count"))
+    };
+    assert_eq!(calls("ok"), Some(1), "the valid params asked once:\n{text}");
+    assert_eq!(
+        calls("error"),
+        Some(3),
+        "the refused params asked each time:\n{text}"
+    );
+}
+
+#[test]
 fn a_trap_and_a_timeout_are_counted_as_such() {
     let (runtime, registry) = runtime_with_metrics(RuntimeConfig {
         call_timeout: std::time::Duration::from_millis(200),

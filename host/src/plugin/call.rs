@@ -28,12 +28,17 @@ const MAX_SCHEMA_MESSAGE_BYTES: usize = 512;
 
 impl Plugin {
     /// Checks a group's parameters for this type: first against the JSON Schema the plugin
-    /// declares, then with the plugin's own `validate`.
+    /// declares, then with the plugin's own `validate`. Params this version accepted once are
+    /// accepted again without a call.
     ///
     /// # Errors
     /// [`PluginError::InvalidParams`] naming the JSON path (schema) or the plugin's message;
     /// any call error.
     pub fn validate(&self, params: &serde_json::Value) -> Result<(), PluginError> {
+        let json = params.to_string();
+        if self.compiled.valid_params.contains(&json) {
+            return Ok(());
+        }
         let errors: Vec<String> = self
             .compiled
             .schema
@@ -58,7 +63,6 @@ impl Plugin {
         if !errors.is_empty() {
             return Err(self.invalid_params(errors.join("; ")));
         }
-        let json = params.to_string();
         self.observed("validate", || {
             let result: Result<(), String> =
                 self.call("validate", &self.compiled.exports.validate, (&json,))?;
@@ -66,7 +70,10 @@ impl Plugin {
                 let max = self.runtime.config.max_string_bytes;
                 self.invalid_params(text::truncate(&message, max, Marker::Length).into_owned())
             })
-        })
+        })?;
+        // Only an answer is kept: a call that failed (a trap, a timeout) is asked again.
+        self.compiled.valid_params.insert(json);
+        Ok(())
     }
 
     /// The steps of a workflow of this type for the group described by `context`, checked:

@@ -11,7 +11,7 @@ use super::bindings::{PluginPre, v0_1, v0_2};
 use super::call;
 use super::contract::{Contract, EXPORT_NAME, Exports};
 use super::error::{PluginError, error_line, short_digest};
-use super::runtime::{Compiled, Plugin, Runtime};
+use super::runtime::{Compiled, Plugin, Runtime, ValidParams};
 use super::sandbox::LogTag;
 
 impl Runtime {
@@ -104,6 +104,7 @@ impl Runtime {
             schema,
             digest: digest.to_string(),
             size: bytes.len(),
+            valid_params: ValidParams::default(),
         })
     }
 }

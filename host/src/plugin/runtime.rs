@@ -73,6 +73,41 @@ pub(super) struct Compiled {
     pub schema: jsonschema::Validator,
     pub digest: String,
     pub size: usize,
+    /// Params this version found valid, as JSON: a group and each of its Workflows ask about
+    /// the same params at every reconcile, and the answer of one version does not change.
+    pub valid_params: ValidParams,
+}
+
+/// A bounded set of params (as JSON text) a plugin version accepted.
+#[derive(Default)]
+pub(super) struct ValidParams(Mutex<std::collections::HashSet<String>>);
+
+impl ValidParams {
+    /// Params longer than this are asked about each time instead of kept.
+    const MAX_PARAMS_BYTES: usize = 16 * 1024;
+    /// Kept at most; the set starts over when full.
+    const MAX_ENTRIES: usize = 4096;
+
+    pub fn contains(&self, json: &str) -> bool {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .contains(json)
+    }
+
+    pub fn insert(&self, json: String) {
+        if json.len() > Self::MAX_PARAMS_BYTES {
+            return;
+        }
+        let mut set = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if set.len() >= Self::MAX_ENTRIES {
+            set.clear();
+        }
+        set.insert(json);
+    }
 }
 
 /// A loaded plugin: a workflow type ready to be called. `Send + Sync`; share it in an `Arc`.
