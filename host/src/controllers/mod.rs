@@ -25,7 +25,7 @@ pub mod written;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
@@ -214,9 +214,10 @@ fn workflow_watch(
     }
 }
 
-/// The step pods' watch into their store; what is kept of a pod is its evidence.
+/// The step pods' watch into their store; what is kept of a pod is its evidence, and only
+/// what that needs is decoded ([`WirePod`](workflow::pod::wire::WirePod)).
 fn pod_watch(
-    api: Api<Pod>,
+    api: Api<workflow::pod::wire::WirePod>,
     provenance: &Provenance,
 ) -> (
     reflector::Store<Pod>,
@@ -226,6 +227,7 @@ fn pod_watch(
     let provenance = provenance.clone();
     let stream = watcher(api, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
         .default_backoff()
+        .map_ok(workflow::pod::wire::pod_event)
         .modify(move |pod| workflow::pod::keep_pod_evidence(pod, &provenance))
         .reflect(writer)
         .touched_objects();

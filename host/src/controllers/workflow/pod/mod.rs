@@ -31,6 +31,7 @@ use sha2::{Digest, Sha256};
 use workflow_model::text;
 
 pub mod evidence;
+pub mod wire;
 
 pub use self::evidence::{
     ANNOTATION_OBSERVED_FINISHED, keep_pod_evidence, latest_attempts, observe_pod, pod_attempt,
@@ -1088,6 +1089,75 @@ mod tests {
             "{:?}",
             done.metadata.annotations
         );
+    }
+
+    #[test]
+    fn a_pod_decoded_off_the_wire_is_cached_as_the_whole_pod_would_be() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+        let wf = workflow();
+        let provenance = Provenance::new(b"test");
+        let sign = |mut pod: Pod| {
+            provenance.sign_pod(&mut pod, &wf.uid().unwrap());
+            pod
+        };
+        let mut busy = sign(pod(
+            &wf,
+            "validate-nodes",
+            3,
+            "Failed",
+            terminated_with(2, "disk full"),
+        ));
+        // What a pod carries and the cache does not keep, read off the wire all the same.
+        busy.metadata.managed_fields = Some(vec![ManagedFieldsEntry {
+            manager: Some("kubelet".into()),
+            operation: Some("Update".into()),
+            ..ManagedFieldsEntry::default()
+        }]);
+        busy.annotations_mut().insert(
+            "workflow.rxg456.cn/targets".into(),
+            format!("[{}]", vec!["\"10.0.0.1\""; 2000].join(",")),
+        );
+        busy.labels_mut().insert("team".into(), "infra".into());
+        busy.metadata.deletion_timestamp = Some(Time(at(1500)));
+        let status = busy.status.as_mut().unwrap();
+        status.pod_ip = Some("10.0.0.9".into());
+        status.reason = Some("DeadlineExceeded".into());
+        status.conditions = Some(vec![PodCondition {
+            type_: "PodScheduled".into(),
+            status: "False".into(),
+            reason: Some("Unschedulable".into()),
+            ..PodCondition::default()
+        }]);
+        let forged = {
+            let mut pod = busy.clone();
+            pod.spec.as_mut().unwrap().containers[0].command = Some(vec!["rm".into()]);
+            pod
+        };
+        let unsigned = pod(&wf, "check-network", 1, "Running", PodStatus::default());
+        let bare = Pod {
+            metadata: ObjectMeta {
+                name: Some("bare".into()),
+                ..ObjectMeta::default()
+            },
+            ..Pod::default()
+        };
+        let mut signatures = Vec::new();
+        for whole in [busy, forged, unsigned, bare] {
+            let json = serde_json::to_string(&whole).unwrap();
+            let mut decoded = serde_json::from_str::<wire::WirePod>(&json).unwrap().0;
+            let mut expected = whole.clone();
+            keep_pod_evidence(&mut decoded, &provenance);
+            keep_pod_evidence(&mut expected, &provenance);
+            // When each was seen finished: a moment apart.
+            for pod in [&mut decoded, &mut expected] {
+                if let Some(a) = pod.metadata.annotations.as_mut() {
+                    a.remove(ANNOTATION_OBSERVED_FINISHED);
+                }
+            }
+            assert_eq!(decoded, expected, "{json}");
+            signatures.push(signed(&decoded));
+        }
+        assert_eq!(signatures, [true, false, false, false]);
     }
 
     #[test]
