@@ -206,7 +206,10 @@ python3 scripts/bench_report.py ours \
 # when comes from a watch of the pods, in the API server's order of events.
 if [ "${CONTENDED_N:-100}" -gt 0 ]; then
   cn="${CONTENDED_N:-100}" ct="${CONTENDED_TARGETS:-10}"
-  kubectl delete namespace "$n_namespace" --wait=false >/dev/null 2>&1 || true
+  # Gone first: the N part's deletion (its pods, Workflows and groups) would be load during the
+  # contended run, and its figure would depend on how big the N part was.
+  kubectl delete namespace "$n_namespace" --timeout=600s >/dev/null 2>&1 ||
+    log "namespace $n_namespace is still being deleted"
   n_namespace=""
   ns="bench-contended-$(date +%s)"
   fresh_namespace "$ns"
