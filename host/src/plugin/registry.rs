@@ -11,6 +11,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{self, RecvTimeoutError};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::thread;
@@ -82,7 +83,7 @@ struct RegistryInner {
     /// Bumped whenever the problems change.
     problem_generation: tokio::sync::watch::Sender<u64>,
     /// How many scans of any source ran.
-    scans: std::sync::atomic::AtomicU64,
+    scans: AtomicU64,
 }
 
 #[derive(Default)]
@@ -134,7 +135,7 @@ impl PluginRegistry {
                 scan_lock: Mutex::new(()),
                 generation,
                 problem_generation,
-                scans: std::sync::atomic::AtomicU64::new(0),
+                scans: AtomicU64::new(0),
             }),
         }
     }
@@ -234,9 +235,7 @@ impl PluginRegistry {
             .scan_lock
             .lock()
             .unwrap_or_else(PoisonError::into_inner);
-        self.inner
-            .scans
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.inner.scans.fetch_add(1, Ordering::Relaxed);
         // Compile outside the state lock: callers keep reading the old set meanwhile.
         let loads = files.into_iter().map(|file| self.load_one(file)).collect();
         let mut state = self.lock();
@@ -282,7 +281,7 @@ impl PluginRegistry {
 
     /// How many scans of any source have run since start.
     pub fn scans(&self) -> u64 {
-        self.inner.scans.load(std::sync::atomic::Ordering::Relaxed)
+        self.inner.scans.load(Ordering::Relaxed)
     }
 
     /// Scans `dir` now, then again whenever anything in it changes (debounced by 200 ms),

@@ -4,7 +4,7 @@
 //! How they work lives beside them: [`super::engine`] sets up the engine, [`super::load`]
 //! compiles and checks plugins, [`super::call`] runs every call in a fresh store.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use wasmtime::Engine;
@@ -80,7 +80,7 @@ pub(super) struct Compiled {
 
 /// A bounded set of params (as JSON text) a plugin version accepted.
 #[derive(Default)]
-pub(super) struct ValidParams(Mutex<std::collections::HashSet<String>>);
+pub(super) struct ValidParams(Mutex<HashSet<String>>);
 
 impl ValidParams {
     /// Params longer than this are asked about each time instead of kept.
@@ -91,7 +91,7 @@ impl ValidParams {
     pub fn contains(&self, json: &str) -> bool {
         self.0
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .unwrap_or_else(PoisonError::into_inner)
             .contains(json)
     }
 
@@ -99,10 +99,7 @@ impl ValidParams {
         if json.len() > Self::MAX_PARAMS_BYTES {
             return;
         }
-        let mut set = self
-            .0
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut set = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if set.len() >= Self::MAX_ENTRIES {
             set.clear();
         }

@@ -1158,6 +1158,12 @@ mod tests {
             signatures.push(signed(&decoded));
         }
         assert_eq!(signatures, [true, false, false, false]);
+        // Fields written as null decode as absent.
+        let null =
+            r#"{"metadata": {"name": "n", "annotations": null, "labels": null}, "spec": null}"#;
+        let decoded = serde_json::from_str::<wire::WirePod>(null).unwrap().0;
+        assert_eq!(decoded.metadata.annotations, None);
+        assert_eq!(decoded.spec, None);
     }
 
     #[test]

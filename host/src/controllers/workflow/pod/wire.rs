@@ -58,7 +58,7 @@ impl<'de> Deserialize<'de> for WirePod {
                 deletion_timestamp: m.deletion_timestamp,
                 owner_references: m.owner_references,
                 labels: m.labels,
-                annotations: m.annotations.0,
+                annotations: m.annotations.map(|a| a.0),
                 ..ObjectMeta::default()
             },
             spec: wire.spec.map(|s| PodSpec {
@@ -112,13 +112,11 @@ struct WireMeta {
     deletion_timestamp: Option<Time>,
     owner_references: Option<Vec<OwnerReference>>,
     labels: Option<BTreeMap<String, String>>,
-    #[serde(default)]
-    annotations: Signature,
+    annotations: Option<Signature>,
 }
 
 /// Of a pod's annotations, only its signature: the others are skipped unread.
-#[derive(Default)]
-struct Signature(Option<BTreeMap<String, String>>);
+struct Signature(BTreeMap<String, String>);
 
 impl<'de> Deserialize<'de> for Signature {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
@@ -128,46 +126,22 @@ impl<'de> Deserialize<'de> for Signature {
             fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str("a map of annotations")
             }
-            fn visit_unit<E>(self) -> Result<Signature, E> {
-                Ok(Signature(None))
-            }
             fn visit_map<A: serde::de::MapAccess<'de>>(
                 self,
                 mut map: A,
             ) -> Result<Signature, A::Error> {
                 let mut kept = BTreeMap::new();
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(key) = map.next_key::<String>()? {
                     if key == provenance::ANNOTATION {
-                        kept.insert(key.into_owned(), map.next_value::<String>()?);
+                        kept.insert(key, map.next_value::<String>()?);
                     } else {
                         map.next_value::<serde::de::IgnoredAny>()?;
                     }
                 }
-                Ok(Signature(Some(kept)))
+                Ok(Signature(kept))
             }
         }
-        deserializer.deserialize_option(OptionVisitor(Visitor))
-    }
-}
-
-/// `null` or a map, given to the inner visitor.
-struct OptionVisitor<V>(V);
-
-impl<'de, V: serde::de::Visitor<'de, Value = Signature>> serde::de::Visitor<'de>
-    for OptionVisitor<V>
-{
-    type Value = Signature;
-    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.0.expecting(f)
-    }
-    fn visit_none<E>(self) -> Result<Signature, E> {
-        Ok(Signature(None))
-    }
-    fn visit_unit<E>(self) -> Result<Signature, E> {
-        Ok(Signature(None))
-    }
-    fn visit_some<D: Deserializer<'de>>(self, deserializer: D) -> Result<Signature, D::Error> {
-        deserializer.deserialize_map(self.0)
+        deserializer.deserialize_map(Visitor)
     }
 }
 
