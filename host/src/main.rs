@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::{Parser, Subcommand};
 use kube::runtime::events::Reporter;
-use tracing::info;
+use tracing::{info, warn};
 use workflow_model::text::printable;
 use workflow_operator::cli::plugin::PluginCommand;
 use workflow_operator::controllers::context::StepDefaults;
@@ -225,9 +225,11 @@ struct RunArgs {
     /// Watch only this namespace (all namespaces when unset).
     #[arg(long, env = "WORKFLOW_NAMESPACE")]
     namespace: Option<String>,
-    /// Requests per second to the API server on average, client-side (0: no limit).
-    #[arg(long, env = "WORKFLOW_KUBE_API_QPS", default_value_t = 200)]
-    kube_api_qps: u32,
+    /// Requests per second to the API server on average, client-side (0: no limit). Unset:
+    /// no limit when the API server enforces API Priority and Fairness (it queues each client
+    /// fairly and answers 429 with Retry-After, which the client honours), else 200.
+    #[arg(long, env = "WORKFLOW_KUBE_API_QPS")]
+    kube_api_qps: Option<u32>,
     /// Requests the client may send at once above the average rate.
     #[arg(long, env = "WORKFLOW_KUBE_API_BURST", default_value_t = 400)]
     kube_api_burst: u32,
@@ -548,8 +550,21 @@ fn watch_plugin_dir(
     Ok(Some(guard))
 }
 
-/// The API client: every request counted, and held to the flags' rate.
+/// The API client: every request counted, and held to the flags' rate ([`client_limit`]).
 async fn api_client(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<kube::Client> {
+    let config = kube::Config::infer().await?;
+    let fair = match args.kube_api_qps {
+        Some(_) => None,
+        None => Some(server_is_fair(&config).await),
+    };
+    let limit = client_limit(args.kube_api_qps, args.kube_api_burst, fair);
+    match limit {
+        Some((qps, burst)) => info!(qps, burst, "client-side rate limit of API requests"),
+        None if fair == Some(true) => info!(
+            "no client-side rate limit of API requests: the API server enforces API Priority and Fairness"
+        ),
+        None => info!("no client-side rate limit of API requests (--kube-api-qps 0)"),
+    }
     let count_requests =
         tower::util::MapRequestLayer::new(move |request: ::http::Request<kube::client::Body>| {
             metrics.api_request(
@@ -559,12 +574,55 @@ async fn api_client(args: &RunArgs, metrics: Arc<Metrics>) -> anyhow::Result<kub
             );
             request
         });
-    Ok(
-        kube::client::ClientBuilder::try_from(kube::Config::infer().await?)?
-            .with_layer(&count_requests)
-            .with_layer(&rate_limit(args.kube_api_qps, args.kube_api_burst))
-            .build(),
-    )
+    Ok(kube::client::ClientBuilder::try_from(config)?
+        .with_layer(&count_requests)
+        .with_layer(&rate_limit(limit))
+        .build())
+}
+
+/// The client-side limit when the flag does not set one and the API server has no fairness of
+/// its own.
+const DEFAULT_QPS: u32 = 200;
+
+/// The client-side rate limit, as (requests per second, burst): the flag's, when it is set (0:
+/// none); unset, none when the API server enforces API Priority and Fairness (`fair`, asked
+/// only then), as Flux's controllers do: the server then queues each client's requests fairly
+/// against everyone else's and answers 429 with Retry-After when it is full, which the client
+/// honours; a second, client-side queue in front of it only delays the operator's steps (at
+/// 100 groups at once it held step starts for seconds). Otherwise [`DEFAULT_QPS`].
+fn client_limit(qps: Option<u32>, burst: u32, fair: Option<bool>) -> Option<(u32, u32)> {
+    let qps = match (qps, fair) {
+        (Some(qps), _) => qps,
+        (None, Some(true)) => 0,
+        (None, _) => DEFAULT_QPS,
+    };
+    (qps > 0).then(|| (qps, burst.max(1)))
+}
+
+/// Whether the API server enforces API Priority and Fairness: it names the priority level of
+/// every request it classifies in a response header (what client-go's `flowcontrol.IsEnabled`
+/// asks). Asked of `/version`, which every client may read; an answer that cannot be had counts
+/// as no.
+async fn server_is_fair(config: &kube::Config) -> bool {
+    const HEADER: &str = "x-kubernetes-pf-prioritylevel-uid";
+    let asked = async {
+        let client = kube::Client::try_from(config.clone())?;
+        let request = ::http::Request::get("/version").body(kube::client::Body::empty())?;
+        anyhow::Ok(client.send(request).await?.headers().contains_key(HEADER))
+    };
+    match tokio::time::timeout(std::time::Duration::from_secs(10), asked).await {
+        Ok(Ok(fair)) => fair,
+        Ok(Err(error)) => {
+            warn!(%error, "could not ask the API server whether it enforces API Priority and Fairness; limiting requests client-side");
+            false
+        }
+        Err(_) => {
+            warn!(
+                "the API server did not say within 10 s whether it enforces API Priority and Fairness; limiting requests client-side"
+            );
+            false
+        }
+    }
 }
 
 /// Starts the watch of the plugin ConfigMaps, if any are selected; the receiver is told once
@@ -705,15 +763,13 @@ fn keeper_config(args: &WebhookArgs, own_namespace: &str) -> webhook::KeeperConf
     }
 }
 
-/// The client-side limit of API requests: `burst` requests per `burst / qps` seconds, which
-/// averages `qps` and lets `burst` go at once (client-go's token bucket, approximated by
-/// tower's fixed windows). None when `qps` is 0.
+/// The client-side limit of API requests, if any: `burst` requests per `burst / qps` seconds,
+/// which averages `qps` and lets `burst` go at once (client-go's token bucket, approximated by
+/// tower's fixed windows).
 fn rate_limit(
-    qps: u32,
-    burst: u32,
+    limit: Option<(u32, u32)>,
 ) -> tower::util::Either<tower::limit::RateLimitLayer, tower::layer::util::Identity> {
-    let layer = (qps > 0).then(|| {
-        let burst = burst.max(1);
+    let layer = limit.map(|(qps, burst)| {
         let window = std::time::Duration::from_secs_f64(f64::from(burst) / f64::from(qps));
         tower::limit::RateLimitLayer::new(u64::from(burst), window)
     });
@@ -745,5 +801,26 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = tokio::signal::ctrl_c() => {}
         () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_client_limits_requests_only_when_told_to_or_when_the_server_has_no_fairness() {
+        // Unset: none before a fair server, the default before one without fairness (or that
+        // could not be asked).
+        assert_eq!(client_limit(None, 400, Some(true)), None);
+        assert_eq!(
+            client_limit(None, 400, Some(false)),
+            Some((DEFAULT_QPS, 400))
+        );
+        assert_eq!(client_limit(None, 400, None), Some((DEFAULT_QPS, 400)));
+        // Set: the flag, whatever the server does; 0 is no limit.
+        assert_eq!(client_limit(Some(50), 100, Some(true)), Some((50, 100)));
+        assert_eq!(client_limit(Some(50), 0, Some(false)), Some((50, 1)));
+        assert_eq!(client_limit(Some(0), 400, Some(false)), None);
     }
 }

@@ -40,6 +40,14 @@ fn the_seed_sample_group_completes_with_workflows_created_in_order_and_pods_in_d
         applied.elapsed().as_secs_f64()
     );
 
+    // The local API server enforces API Priority and Fairness (as every server since 1.29
+    // does), which the operator found out by itself: no client-side limit in front of it.
+    let log = operator.log_text();
+    assert!(
+        log.contains("no client-side rate limit of API requests: the API server enforces API Priority and Fairness"),
+        "the operator did not find the API server fair:\n{log}"
+    );
+
     let group = get(ns, &format!("wfg/{name}"));
     assert_eq!(group["status"]["progress"], "3/3");
     assert_eq!(succeeded_condition(&group)["status"], "True");
