@@ -323,8 +323,9 @@ fn once_synced(ctx: &Arc<Context>, caches: &LockCaches, readiness: Readiness) {
 /// What a watch stream yields.
 type WatchItem<K> = std::result::Result<K, watcher::Error>;
 
-/// The group controller: a group is reconciled when it changes, when one of its Workflows
-/// does, when a lock it waits for is freed (`woken`), and when the plugins change.
+/// The group controller: a group is reconciled when it changes, when what it reads of one of
+/// its Workflows does, when a lock it waits for is freed (`woken`), and when the plugins
+/// change.
 fn group_controller(
     ctx: Arc<Context>,
     registry: &PluginRegistry,
@@ -336,8 +337,9 @@ fn group_controller(
     woken: futures::channel::mpsc::UnboundedReceiver<ObjectRef<WorkflowGroup>>,
 ) -> impl std::future::Future<Output = ()> {
     let config = ControllerConfig::default().concurrency(ctx.config.concurrent_reconciles);
+    let mut wake = workflowgroup::wake::GroupWake::default();
     Controller::for_stream(groups, store)
-        .owns_shared_stream(workflows)
+        .owns_shared_stream(workflows.filter(move |w| futures::future::ready(wake.wakes(w))))
         .reconcile_on(woken)
         .reconcile_all_on(plugin_changes(registry))
         .with_config(config)

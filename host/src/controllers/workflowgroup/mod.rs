@@ -8,6 +8,7 @@
 
 pub mod plan;
 pub mod select;
+pub mod wake;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
