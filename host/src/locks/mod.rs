@@ -283,7 +283,10 @@ impl Locks {
             held
         };
         let take = match plan.next {
-            LockMove::Held => return Ok(Acquired::Held),
+            LockMove::Held => {
+                self.waiters.took(group);
+                return Ok(Acquired::Held);
+            }
             LockMove::WaitBehind { older, claims } => {
                 let leases: Vec<String> = claims.iter().flat_map(|c| c.leases.clone()).collect();
                 self.waiters.wait(group, &leases);
@@ -359,6 +362,7 @@ impl Locks {
             }
         }
         if blocked.is_empty() {
+            self.waiters.took(group);
             info!(locks = taken, ranged, "took locks");
             return Ok(Acquired::Held);
         }

@@ -131,6 +131,20 @@ impl Waiters {
         }
     }
 
+    /// Notes that `group` holds what it waited for: it waits no longer. Left in line, it would
+    /// be the group that waited longest when it gives its lock back, and woken for it in place
+    /// of the group really waiting next (which then waited for its 10 s look again).
+    pub(super) fn took(&self, group: &WorkflowGroup) {
+        let Ok(mut waiting) = self.waiting.lock() else {
+            return;
+        };
+        let me = ObjectRef::from_obj(group);
+        waiting.retain(|_, waiters| {
+            waiters.remove(&me);
+            !waiters.is_empty()
+        });
+    }
+
     /// Reconciles the group that has waited longest for the Lease `name` (it was deleted): the
     /// one first come, first served lets take it. The others wait on (and look again every 10 s,
     /// updating what they say); waking them all would cost a write of each one's status and
@@ -182,6 +196,38 @@ mod tests {
                 ..LeaseSpec::default()
             }),
         }
+    }
+
+    fn group(name: &str, created: &str) -> WorkflowGroup {
+        let mut group = WorkflowGroup::new(name, crate::api::WorkflowGroupSpec::default());
+        group.metadata.namespace = Some("ns".into());
+        group.metadata.uid = Some(format!("uid-{name}"));
+        group.metadata.creation_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(created.parse().expect("a time")),
+        );
+        group
+    }
+
+    #[test]
+    fn a_freed_lock_wakes_the_group_waiting_longest_and_not_one_that_took_it_meanwhile() {
+        let (wake, mut woken) = futures::channel::mpsc::unbounded();
+        let waiters = Waiters::new(wake);
+        let (store, mut writer) = kube::runtime::reflector::store();
+        let (first, second) = (
+            group("first", "2026-01-01T00:00:00Z"),
+            group("second", "2026-01-01T00:00:01Z"),
+        );
+        for g in [&first, &second] {
+            writer.apply_watcher_event(&kube::runtime::watcher::Event::Apply(g.clone()));
+        }
+        let lease = "wfl-a".to_string();
+        waiters.wait(&first, std::slice::from_ref(&lease));
+        waiters.wait(&second, std::slice::from_ref(&lease));
+        // The first took the lock (its look again found it free) and now gives it back.
+        waiters.took(&first);
+        waiters.freed(&lease, &store);
+        let woken = woken.try_recv().expect("a group woken");
+        assert_eq!(woken.name, "second");
     }
 
     #[test]
