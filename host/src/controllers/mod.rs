@@ -189,9 +189,10 @@ fn workflow_watch(
     let (store, writer) = reflector::store_shared(1024);
     let subscribers = writer.subscribe().zip(writer.subscribe());
     let provenance = provenance.clone();
+    let mut verdicts = workflow::Verdicts::default();
     let watch = watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(move |w| workflow::keep_what_is_read(w, &provenance))
+        .modify(move |w| workflow::keep_what_is_read(w, &provenance, &mut verdicts))
         .reflect_shared(writer)
         .for_each(move |event| {
             match event {

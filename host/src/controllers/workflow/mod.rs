@@ -11,6 +11,7 @@ pub mod plan;
 pub mod pod;
 pub mod refusal;
 pub mod step;
+pub mod verdicts;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -29,6 +30,7 @@ use self::plan::{
 };
 use self::pod::latest_attempts;
 use self::refusal::PodRefusal;
+pub use self::verdicts::Verdicts;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::write;
@@ -53,9 +55,13 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 /// A finished Workflow whose conditions its reconcile still has to complete (one that finished
 /// before those conditions existed) is kept whole: that reconcile writes the status whole, and
 /// must not write a slimmed one.
-pub fn keep_what_is_read(workflow: &mut Workflow, provenance: &Provenance) {
+pub fn keep_what_is_read(
+    workflow: &mut Workflow,
+    provenance: &Provenance,
+    verdicts: &mut Verdicts,
+) {
     workflow.metadata.managed_fields = None;
-    mark_group_signed(workflow, provenance);
+    mark_group_signed(workflow, provenance, verdicts);
     if rerun_pending(workflow) {
         // Its reconcile starts it again from its steps and their status.
         return;
@@ -108,9 +114,12 @@ pub fn group_owner_uid(workflow: &Workflow) -> Option<&str> {
 }
 
 /// Notes on `workflow` (a copy for the cache) whether the group it names made it as it is.
-fn mark_group_signed(workflow: &mut Workflow, provenance: &Provenance) {
-    let signed =
-        group_owner_uid(workflow).is_some_and(|group| provenance.workflow_is_ours(workflow, group));
+fn mark_group_signed(workflow: &mut Workflow, provenance: &Provenance, verdicts: &mut Verdicts) {
+    let signed = group_owner_uid(workflow).is_some_and(|group| {
+        verdicts.signed(workflow, group, || {
+            provenance.workflow_is_ours(workflow, group)
+        })
+    });
     provenance::mark_verified(&mut workflow.metadata, signed);
 }
 
@@ -466,7 +475,11 @@ mod tests {
                 detail.targets = report.clone();
             }
             let mut cached = full.clone();
-            keep_what_is_read(&mut cached, &Provenance::new(b"test"));
+            keep_what_is_read(
+                &mut cached,
+                &Provenance::new(b"test"),
+                &mut Verdicts::default(),
+            );
             assert_eq!(
                 ObservedWorkflow::of(&cached)
                     .failed_targets
@@ -508,7 +521,11 @@ mod tests {
             status.conditions.truncate(1);
         }
         let mut cached = full.clone();
-        keep_what_is_read(&mut cached, &Provenance::new(b"test"));
+        keep_what_is_read(
+            &mut cached,
+            &Provenance::new(b"test"),
+            &mut Verdicts::default(),
+        );
         assert_eq!(cached.spec, full.spec);
         assert_eq!(cached.status, full.status);
     }
@@ -518,7 +535,11 @@ mod tests {
         for phase in ["Running", "Pending"] {
             let full = workflow(phase);
             let mut cached = full.clone();
-            keep_what_is_read(&mut cached, &Provenance::new(b"test"));
+            keep_what_is_read(
+                &mut cached,
+                &Provenance::new(b"test"),
+                &mut Verdicts::default(),
+            );
             let mut expected = full;
             expected.metadata.managed_fields = None;
             assert_eq!(cached.metadata, expected.metadata, "{phase}");
@@ -528,7 +549,11 @@ mod tests {
         let mut unstarted = workflow("Running");
         unstarted.status = None;
         let expected = unstarted.clone();
-        keep_what_is_read(&mut unstarted, &Provenance::new(b"test"));
+        keep_what_is_read(
+            &mut unstarted,
+            &Provenance::new(b"test"),
+            &mut Verdicts::default(),
+        );
         assert_eq!(unstarted.spec, expected.spec);
     }
 }
