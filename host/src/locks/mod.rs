@@ -371,7 +371,8 @@ impl Locks {
         if taken > 0 || !held.is_empty() {
             self.release(&uid).await?;
         }
-        self.waiters.wait(group, &wait_for);
+        self.waiters
+            .wait_for_held(group, &wait_for, |lease| self.current(lease).is_none());
         Ok(Acquired::Waiting(plan::waiting_for_held(&blocked)))
     }
 

@@ -30,6 +30,10 @@ pub struct Waiters {
     gave_back: Mutex<HashMap<String, (Timestamp, std::time::Instant)>>,
 }
 
+/// How soon a group looks again at a lock freed while it looked (not at once: a Lease another
+/// group created a moment ago may not be in the cache yet either).
+const LOOK_AGAIN: Duration = Duration::from_millis(500);
+
 /// How long a released Lease is remembered: far longer than the cache takes to see it go.
 const REMEMBER_RELEASED: Duration = Duration::from_secs(120);
 
@@ -131,6 +135,28 @@ impl Waiters {
         }
     }
 
+    /// Puts `group` in line for the Leases `leases`, which it found held, now that it looked:
+    /// one deleted since (`gone` says which the cache no longer holds) woke whoever was in line
+    /// before it, so it looks again in a moment ([`LOOK_AGAIN`]) instead of at its next look.
+    /// Race-free with [`Waiters::freed`]: the cache drops a Lease before its deletion wakes
+    /// anyone, so a deletion this line missed is one the cache shows already.
+    pub(super) fn wait_for_held(
+        &self,
+        group: &WorkflowGroup,
+        leases: &[String],
+        gone: impl Fn(&str) -> bool,
+    ) {
+        self.wait(group, leases);
+        if leases.iter().any(|lease| gone(lease)) {
+            let wake = self.wake.clone();
+            let me = ObjectRef::from_obj(group);
+            tokio::spawn(async move {
+                tokio::time::sleep(LOOK_AGAIN).await;
+                let _ = wake.unbounded_send(me);
+            });
+        }
+    }
+
     /// Notes that `group` holds what it waited for: it waits no longer. Left in line, it would
     /// be the group that waited longest when it gives its lock back, and woken for it in place
     /// of the group really waiting next (which then waited for its 10 s look again).
@@ -228,6 +254,23 @@ mod tests {
         waiters.freed(&lease, &store);
         let woken = woken.try_recv().expect("a group woken");
         assert_eq!(woken.name, "second");
+    }
+
+    #[tokio::test]
+    async fn a_group_in_line_for_a_lock_freed_while_it_looked_looks_again_soon() {
+        use futures::StreamExt;
+        let (wake, mut woken) = futures::channel::mpsc::unbounded();
+        let waiters = Waiters::new(wake);
+        let me = group("late", "2026-01-01T00:00:00Z");
+        let lease = "wfl-a".to_string();
+        // Still held: it waits for the deletion to wake it.
+        waiters.wait_for_held(&me, std::slice::from_ref(&lease), |_| false);
+        tokio::time::sleep(LOOK_AGAIN * 2).await;
+        assert!(woken.try_recv().is_err(), "woken though the lock is held");
+        // Deleted between its look and its place in line: nobody else will wake it.
+        waiters.wait_for_held(&me, std::slice::from_ref(&lease), |_| true);
+        let next = tokio::time::timeout(Duration::from_secs(30), woken.next()).await;
+        assert_eq!(next.expect("woken in time").expect("open").name, "late");
     }
 
     #[test]
