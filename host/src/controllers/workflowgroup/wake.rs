@@ -41,11 +41,17 @@ impl GroupView {
 }
 
 /// The last view of each running Workflow passed on, by uid. A finished one is forgotten once
-/// passed on (a later change of it, a re-run, passes again), so it holds the running ones only.
+/// passed on (a later change of it, a re-run, passes again). One deleted while it ran is not
+/// (the shared stream does not tell of deletions), so all are forgotten when more than [`MAX`]
+/// are held: each Workflow's next change then wakes its group once more, which is all a lost
+/// view costs.
 #[derive(Default)]
 pub struct GroupWake {
     last: HashMap<String, GroupView>,
 }
+
+/// Most views held.
+const MAX: usize = 65_536;
 
 impl GroupWake {
     /// Whether this change of `workflow` wakes its group: the first seen of it, and any that
@@ -57,6 +63,9 @@ impl GroupWake {
         if view.observed.phase.is_some_and(Phase::is_finished) {
             self.last.remove(&uid);
         } else if changed {
+            if self.last.len() >= MAX && !self.last.contains_key(&uid) {
+                self.last.clear();
+            }
             self.last.insert(uid, view);
         }
         changed
@@ -125,5 +134,20 @@ mod tests {
         assert!(wake.wakes(&done), "it finished");
         assert!(wake.last.is_empty(), "a finished one is forgotten");
         assert!(wake.wakes(&done), "so a later change of it passes again");
+    }
+
+    #[test]
+    fn views_of_workflows_that_never_finish_are_bounded() {
+        let mut wake = GroupWake::default();
+        let mut w = (*running(&[("a", Phase::Running)])).clone();
+        for n in 0..=MAX {
+            w.metadata.uid = Some(format!("w{n}"));
+            assert!(wake.wakes(&Arc::new(w.clone())));
+        }
+        assert_eq!(
+            wake.last.len(),
+            1,
+            "all forgotten at the bound, then the newest held"
+        );
     }
 }
