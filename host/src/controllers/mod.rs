@@ -353,8 +353,9 @@ fn group_controller(
         .for_each(log_error("workflowgroup controller"))
 }
 
-/// The Workflow controller: a Workflow is reconciled when it changes, when one of its pods
-/// does, when an Approval names it, and when the plugins change.
+/// The Workflow controller: a Workflow is reconciled when it changes (but for its own settled
+/// status writes coming back, [`written::Echo`]), when one of its pods does, when an Approval
+/// names it, and when the plugins change.
 fn workflow_controller(
     ctx: Arc<Context>,
     registry: &PluginRegistry,
@@ -366,6 +367,9 @@ fn workflow_controller(
     approvals: impl futures::Stream<Item = WatchItem<Approval>> + Send + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let config = ControllerConfig::default().concurrency(ctx.config.concurrent_reconciles);
+    let echoes = ctx.clone();
+    let workflows =
+        workflows.filter(move |w| futures::future::ready(!echoes.written.is_echo(&**w)));
     Controller::for_shared_stream(workflows, store)
         .owns_stream(pods)
         .watches_stream(approvals, |approval: Approval| {

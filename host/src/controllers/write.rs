@@ -17,13 +17,14 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
-use serde::Serialize;
 use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::context::Context;
 use super::error::{Error, Result};
 use super::status::Transition;
+use super::written::Echo;
 use workflow_model::text::printable;
 
 /// Whether `obj` is controlled by the object with `owner_uid` (a label alone could be copied;
@@ -82,8 +83,15 @@ pub const FIELD_MANAGER: &str = "workflow-operator";
 /// Writes `new` as the status of `obj` when it differs from `old` (and from what was last
 /// written to it, when the cache has not caught up with that write yet), by server-side apply:
 /// the status is written whole, so a field the new status leaves out (a step's message that no
-/// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote.
-async fn write_status<K, S>(ctx: &Context, api: &Api<K>, obj: &K, old: &S, new: &S) -> Result<bool>
+/// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote. Of the
+/// answer only the new `resourceVersion` is decoded, for `echo`.
+async fn write_status<K, S>(
+    ctx: &Context,
+    api: &Api<K>,
+    obj: &K,
+    (old, new): (&S, &S),
+    echo: Echo,
+) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
@@ -98,17 +106,36 @@ where
         "status": new,
     });
     let params = PatchParams::apply(FIELD_MANAGER).force();
-    api.patch_status(&obj.name_any(), &params, &Patch::Apply(&patch))
-        .await
-        .map_err(Error::Kube)?;
+    let mut request = kube::core::Request::new(api.resource_url())
+        .patch_subresource("status", &obj.name_any(), &params, &Patch::Apply(&patch))
+        .map_err(|e| Error::Kube(kube::Error::BuildRequest(e)))?;
+    request.extensions_mut().insert("patch_status");
+    let answer: WrittenVersion = ctx.client.request(request).await.map_err(Error::Kube)?;
     ctx.written.remember(&uid, new);
+    if let (Echo::Settled, Some(version)) = (echo, answer.metadata.resource_version) {
+        ctx.written.expect_echo(&uid, version);
+    }
     Ok(true)
+}
+
+/// What is read of the object a status write returns: its new `resourceVersion`. The rest
+/// (a whole Workflow or group, its managedFields included) is skipped while parsing.
+#[derive(Debug, Deserialize)]
+struct WrittenVersion {
+    metadata: WrittenMeta,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WrittenMeta {
+    resource_version: Option<String>,
 }
 
 /// Records a transition of `obj`: writes `new` as its status when it changed (`write_status`)
 /// and, when that wrote, publishes `events` on it. Returns whether it wrote, so that what else happens
 /// once per transition (a finished counter) happens with it, not again from a reconcile that
-/// runs on a cache older than our own write.
+/// runs on a cache older than our own write. `echo` says whether the write's own watch event
+/// reconciles `obj` again.
 pub async fn record_transition<K, S>(
     ctx: &Context,
     api: &Api<K>,
@@ -116,12 +143,13 @@ pub async fn record_transition<K, S>(
     old: &S,
     new: &S,
     events: &[Transition],
+    echo: Echo,
 ) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
 {
-    let written = write_status(ctx, api, obj, old, new).await?;
+    let written = write_status(ctx, api, obj, (old, new), echo).await?;
     if written {
         for event in events {
             publish(ctx, obj, event).await;

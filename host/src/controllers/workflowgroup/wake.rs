@@ -27,8 +27,14 @@ struct GroupView {
 
 impl GroupView {
     fn of(workflow: &Workflow) -> Self {
+        let mut observed = ObservedWorkflow::of(workflow);
+        // A running Workflow's message changes at each step; the group reads it only in some
+        // cases.
+        if !observed.message_is_read() {
+            observed.message.clear();
+        }
         GroupView {
-            observed: ObservedWorkflow::of(workflow),
+            observed,
             generation: workflow.metadata.generation,
             controller: workflow
                 .owner_references()
@@ -134,6 +140,35 @@ mod tests {
         assert!(wake.wakes(&done), "it finished");
         assert!(wake.last.is_empty(), "a finished one is forgotten");
         assert!(wake.wakes(&done), "so a later change of it passes again");
+    }
+
+    #[test]
+    fn a_message_wakes_the_group_only_where_the_group_reads_it() {
+        let mut wake = GroupWake::default();
+        let with = |reason: &str, message: &str, phase: Phase| {
+            let mut w = (*running(&[("a", Phase::Running)])).clone();
+            let status = w.status.as_mut().unwrap();
+            status.phase = Some(phase);
+            status.conditions = vec![crate::controllers::status::succeeded_condition(
+                crate::api::ConditionStatus::Unknown,
+                reason,
+                message,
+                Some(1),
+                k8s_openapi::jiff::Timestamp::UNIX_EPOCH,
+            )];
+            Arc::new(w)
+        };
+        assert!(wake.wakes(&with("Running", "step a runs", Phase::Running)));
+        assert!(
+            !wake.wakes(&with("Running", "step b runs", Phase::Running)),
+            "a running Workflow's message"
+        );
+        assert!(wake.wakes(&with("PodRefused", "quota", Phase::Running)));
+        assert!(
+            wake.wakes(&with("PodRefused", "quota again", Phase::Running)),
+            "the message of a reason the group repeats"
+        );
+        assert!(wake.wakes(&with("StepFailed", "a failed", Phase::Failed)));
     }
 
     #[test]

@@ -35,7 +35,7 @@ mod rerun;
 mod rollout;
 
 pub use self::attempt::{Attempt, LockWish, after_attempt, lock_wish, waiting_for};
-pub use self::observed::{LockTurn, ObservedWorkflow};
+pub use self::observed::{LockTurn, ObservedWorkflow, TOLD_REASONS};
 use self::planner::Planner;
 pub use self::rerun::{current_run, rerun_request, workflow_rerun};
 use self::rerun::{note_pause, start_rerun};

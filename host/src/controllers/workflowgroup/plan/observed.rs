@@ -4,6 +4,9 @@ use workflow_model::text;
 
 use super::*;
 
+/// The reasons of a waiting Workflow whose message its group repeats in its own status.
+pub const TOLD_REASONS: [&str; 2] = [reason::POD_REFUSED, reason::WAITING_FOR_APPROVAL];
+
 /// A Workflow of the group, as observed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ObservedWorkflow {
@@ -75,6 +78,12 @@ impl ObservedWorkflow {
             deleted: false,
             locks: LockTurn::of(workflow),
         }
+    }
+
+    /// Whether the group reads this Workflow's message: it failed (the group's failure quotes
+    /// it), or it waits for one of the [`TOLD_REASONS`]. Of any other, only the reason counts.
+    pub fn message_is_read(&self) -> bool {
+        self.phase == Some(Phase::Failed) || TOLD_REASONS.contains(&self.reason.as_str())
     }
 
     /// A Workflow the group made, listed in its status as `recorded`, that no longer exists:

@@ -158,10 +158,7 @@ impl<'a> Planner<'a> {
             Act::RunAgain(w, rerun) => self.rerun(unit, w, rerun.clone(), waves),
             // Its step's pod is refused for now (a full quota), or a step waits for approval:
             // the group says why.
-            Act::Wait(w, _)
-                if [reason::POD_REFUSED, reason::WAITING_FOR_APPROVAL]
-                    .contains(&w.reason.as_str()) =>
-            {
+            Act::Wait(w, _) if TOLD_REASONS.contains(&w.reason.as_str()) => {
                 let message = format!("workflow {} ({t}): {}", w.name, w.message);
                 self.wait(&w.reason, message)
             }
