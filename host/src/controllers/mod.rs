@@ -339,6 +339,10 @@ fn group_controller(
 ) -> impl std::future::Future<Output = ()> {
     let config = ControllerConfig::default().concurrency(ctx.config.concurrent_reconciles);
     let mut wake = workflowgroup::wake::GroupWake::default();
+    // A group never settles its writes (a re-run takes two reconciles, the second on the
+    // first's write): this only forgets its versions once they come back.
+    let echoes = ctx.clone();
+    let groups = groups.try_filter(move |g| futures::future::ready(!echoes.written.is_echo(g)));
     Controller::for_stream(groups, store)
         .owns_shared_stream(workflows.filter(move |w| futures::future::ready(wake.wakes(w))))
         .reconcile_on(woken)
@@ -354,7 +358,7 @@ fn group_controller(
 }
 
 /// The Workflow controller: a Workflow is reconciled when it changes (but for its own settled
-/// status writes coming back, [`written::Echo`]), when one of its pods does, when an Approval
+/// status writes coming back, [`written::WrittenStatus::is_echo`]), when one of its pods does, when an Approval
 /// names it, and when the plugins change.
 fn workflow_controller(
     ctx: Arc<Context>,

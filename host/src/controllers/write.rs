@@ -24,7 +24,6 @@ use tracing::{Instrument, debug, info_span, warn};
 use super::context::Context;
 use super::error::{Error, Result};
 use super::status::Transition;
-use super::written::Echo;
 use workflow_model::text::printable;
 
 /// Whether `obj` is controlled by the object with `owner_uid` (a label alone could be copied;
@@ -84,14 +83,9 @@ pub const FIELD_MANAGER: &str = "workflow-operator";
 /// written to it, when the cache has not caught up with that write yet), by server-side apply:
 /// the status is written whole, so a field the new status leaves out (a step's message that no
 /// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote. Of the
-/// answer only the new `resourceVersion` is decoded, for `echo`.
-async fn write_status<K, S>(
-    ctx: &Context,
-    api: &Api<K>,
-    obj: &K,
-    (old, new): (&S, &S),
-    echo: Echo,
-) -> Result<bool>
+/// answer only the new `resourceVersion` is decoded and remembered
+/// ([`WrittenStatus::wrote_version`](super::written::WrittenStatus::wrote_version)).
+async fn write_status<K, S>(ctx: &Context, api: &Api<K>, obj: &K, old: &S, new: &S) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
@@ -112,8 +106,8 @@ where
     request.extensions_mut().insert("patch_status");
     let answer: WrittenVersion = ctx.client.request(request).await.map_err(Error::Kube)?;
     ctx.written.remember(&uid, new);
-    if let (Echo::Settled, Some(version)) = (echo, answer.metadata.resource_version) {
-        ctx.written.expect_echo(&uid, version);
+    if let Some(version) = answer.metadata.resource_version {
+        ctx.written.wrote_version(&uid, version);
     }
     Ok(true)
 }
@@ -134,8 +128,7 @@ struct WrittenMeta {
 /// Records a transition of `obj`: writes `new` as its status when it changed (`write_status`)
 /// and, when that wrote, publishes `events` on it. Returns whether it wrote, so that what else happens
 /// once per transition (a finished counter) happens with it, not again from a reconcile that
-/// runs on a cache older than our own write. `echo` says whether the write's own watch event
-/// reconciles `obj` again.
+/// runs on a cache older than our own write.
 pub async fn record_transition<K, S>(
     ctx: &Context,
     api: &Api<K>,
@@ -143,13 +136,12 @@ pub async fn record_transition<K, S>(
     old: &S,
     new: &S,
     events: &[Transition],
-    echo: Echo,
 ) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
     S: Serialize + PartialEq,
 {
-    let written = write_status(ctx, api, obj, (old, new), echo).await?;
+    let written = write_status(ctx, api, obj, old, new).await?;
     if written {
         for event in events {
             publish(ctx, obj, event).await;

@@ -8,26 +8,21 @@ use serde::Serialize;
 /// it. A reconcile that runs on a cached object older than our own last write (another event
 /// came in before the write's) would otherwise write the same status again.
 ///
-/// Also the `resourceVersion` each settled write made ([`Echo::Settled`]): the watch event of
-/// that version is the write coming back, and a reconcile on it would plan what was just
-/// written and do nothing (about a quarter of all reconciles, one per status write).
+/// Also the `resourceVersion` each status write made, and whether the reconcile that wrote it
+/// carried out all its plan ([`WrittenStatus::settled`]): the watch event of that version is
+/// the write coming back, and a reconcile on it would plan what was just written and do
+/// nothing (about a quarter of a Workflow's reconciles, one per status write).
 #[derive(Debug, Default)]
 pub struct WrittenStatus {
     last: std::sync::Mutex<std::collections::HashMap<String, u64>>,
-    echoes: std::sync::Mutex<std::collections::HashMap<String, String>>,
+    versions: std::sync::Mutex<std::collections::HashMap<String, WrittenVersion>>,
 }
 
-/// What the watch event of a status write is to the controller that wrote it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Echo {
-    /// The reconcile that wrote carried out all its plan: planned again on what it wrote and
-    /// on the same children, it writes and creates nothing, so the event of the write itself
-    /// does not reconcile the object again (a change of its children or of anything else it
-    /// reads still does).
-    Settled,
-    /// The write's own event starts the next step (a Workflow run again gets its new run's
-    /// status first and its steps from the reconcile that status triggers).
-    Reconciles,
+/// The version a status write made, and whether its writer settled.
+#[derive(Debug)]
+struct WrittenVersion {
+    resource_version: String,
+    settled: bool,
 }
 
 impl WrittenStatus {
@@ -65,17 +60,27 @@ impl WrittenStatus {
         last.insert(uid.to_string(), written);
     }
 
-    /// Remembers that a settled write to `uid` made `resource_version`: its watch event is
-    /// [`WrittenStatus::is_echo`].
-    pub fn expect_echo(&self, uid: &str, resource_version: String) {
-        let mut echoes = self
-            .echoes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if echoes.len() >= Self::MAX {
-            echoes.clear();
+    /// Remembers that the last status write to `uid` made `resource_version`.
+    pub fn wrote_version(&self, uid: &str, resource_version: String) {
+        let mut versions = self.versions();
+        if versions.len() >= Self::MAX {
+            versions.clear();
         }
-        echoes.insert(uid.to_string(), resource_version);
+        let written = WrittenVersion {
+            resource_version,
+            settled: false,
+        };
+        versions.insert(uid.to_string(), written);
+    }
+
+    /// Says that the reconcile that last wrote `uid`'s status carried out all its plan:
+    /// planned again on what it wrote and on the same children, it would write and create
+    /// nothing, so that write's own watch event is [`WrittenStatus::is_echo`]. (A change of the
+    /// object's children, or of anything else it reads, still reconciles it.)
+    pub fn settled(&self, uid: &str) {
+        if let Some(written) = self.versions().get_mut(uid) {
+            written.settled = true;
+        }
     }
 
     /// Whether `obj`, as a watch delivers it, is the version a settled write of ours made
@@ -86,15 +91,21 @@ impl WrittenStatus {
         let (Some(uid), Some(version)) = (obj.uid(), obj.resource_version()) else {
             return false;
         };
-        let mut echoes = self
-            .echoes
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if echoes.get(&uid) != Some(&version) {
+        let mut versions = self.versions();
+        let Some(written) = versions.get(&uid).filter(|w| w.resource_version == version) else {
             return false;
-        }
-        echoes.remove(&uid);
-        true
+        };
+        let settled = written.settled;
+        versions.remove(&uid);
+        settled
+    }
+
+    fn versions(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, WrittenVersion>> {
+        self.versions
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 }
 
@@ -126,7 +137,8 @@ mod tests {
             !written.is_echo(&delivered("uid", "7")),
             "nothing written yet"
         );
-        written.expect_echo("uid", "7".into());
+        written.wrote_version("uid", "7".into());
+        written.settled("uid");
         // An older version delivered late, and another object's, are not the write.
         assert!(!written.is_echo(&delivered("uid", "6")));
         assert!(!written.is_echo(&delivered("other", "7")));
@@ -134,10 +146,27 @@ mod tests {
         // Delivered again (a relist): reconciled.
         assert!(!written.is_echo(&delivered("uid", "7")));
         // A later write's version replaces the earlier one.
-        written.expect_echo("uid", "8".into());
-        written.expect_echo("uid", "9".into());
+        written.wrote_version("uid", "8".into());
+        written.settled("uid");
+        written.wrote_version("uid", "9".into());
+        written.settled("uid");
         assert!(!written.is_echo(&delivered("uid", "8")));
         assert!(written.is_echo(&delivered("uid", "9")));
+    }
+
+    #[test]
+    fn the_event_of_a_write_whose_reconcile_did_not_settle_reconciles() {
+        let written = WrittenStatus::default();
+        written.wrote_version("uid", "7".into());
+        assert!(
+            !written.is_echo(&delivered("uid", "7")),
+            "a write whose own event takes the next step (a re-run's first)"
+        );
+        written.settled("uid");
+        assert!(
+            !written.is_echo(&delivered("uid", "7")),
+            "forgotten once delivered"
+        );
     }
 
     #[test]

@@ -34,7 +34,6 @@ pub use self::verdicts::Verdicts;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::write;
-use super::written::Echo;
 use crate::api::{
     Phase, PluginRef, StepDetail, Workflow, WorkflowSpec, WorkflowStatus, rerun_pending,
 };
@@ -134,16 +133,8 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     let old = workflow.status.clone().unwrap_or_default();
     let workflows: Api<Workflow> = Api::namespaced(ctx.client.clone(), &ns);
     if let Some(plan) = plan_without_steps(workflow, &old) {
-        write::record_transition(
-            ctx,
-            &workflows,
-            workflow,
-            &old,
-            &plan.status,
-            &plan.events,
-            Echo::Reconciles,
-        )
-        .await?;
+        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+            .await?;
         if plan.status.run > old.run {
             info!(run = plan.status.run, "workflow runs again");
         }
@@ -156,16 +147,8 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     };
     let Some(plugin) = plugin else {
         let plan = plan_plugin_missing(workflow, &choice, Timestamp::now());
-        write::record_transition(
-            ctx,
-            &workflows,
-            workflow,
-            &old,
-            &plan.status,
-            &plan.events,
-            Echo::Reconciles,
-        )
-        .await?;
+        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+            .await?;
         // The registry's change notification reconciles us again when plugins change.
         return Ok(Action::await_change());
     };
@@ -214,16 +197,13 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
             None => break plan,
         }
     };
-    let written = write::record_transition(
-        ctx,
-        &workflows,
-        workflow,
-        &old,
-        &plan.status,
-        &plan.events,
-        Echo::Settled,
-    )
-    .await?;
+    let written =
+        write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
+            .await?;
+    if written {
+        // All the plan is carried out: the write's own watch event need not reconcile it again.
+        ctx.written.settled(&uid);
+    }
     if let Some(phase) = plan.status.phase.filter(|p| written && p.is_finished()) {
         ctx.metrics.workflow_finished(phase.as_str());
         info!(%phase, "workflow finished");

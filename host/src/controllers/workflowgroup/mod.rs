@@ -32,7 +32,6 @@ use super::reason;
 use super::status::Transition;
 use super::workflow::group_signed;
 use super::write;
-use super::written::Echo;
 use crate::api::{Phase, Workflow, WorkflowGroup, WorkflowGroupStatus};
 use crate::locks::Acquired;
 use crate::names::wave_workflow_name;
@@ -93,17 +92,8 @@ async fn reconcile_group(group: &WorkflowGroup, ctx: &Context) -> Result<Action>
         pause(&groups, group).await?;
         info!("paused: the rollout's failure budget is exceeded");
     }
-    // Its own write's event reconciles it again: a re-run, for one, takes two.
-    let written = write::record_transition(
-        ctx,
-        &groups,
-        group,
-        &old,
-        &plan.status,
-        &plan.events,
-        Echo::Reconciles,
-    )
-    .await?;
+    let written =
+        write::record_transition(ctx, &groups, group, &old, &plan.status, &plan.events).await?;
     // Counted when it finished, not when a finished group's conditions are brought up to date.
     let finished_now = written && !old.phase.is_some_and(Phase::is_finished);
     let finished = plan.status.phase.is_some_and(Phase::is_finished);

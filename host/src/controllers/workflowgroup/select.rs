@@ -14,7 +14,6 @@ use super::super::error::{Error, Result};
 use super::super::reason;
 use super::super::status::{Transition, set_succeeded, succeeded_condition};
 use super::super::write;
-use super::super::written::Echo;
 use crate::api::{ConditionStatus, NodeAddressType, Phase, Target, WorkflowGroup};
 
 /// How long a group whose selector selects no Node waits before it looks again.
@@ -82,31 +81,13 @@ pub(super) async fn choose(ctx: &Context, group: &WorkflowGroup) -> Result<Choic
             ),
         );
         let event = Transition::warning(reason::NO_NODES_SELECTED, message);
-        write::record_transition(
-            ctx,
-            &groups,
-            group,
-            &old,
-            &status,
-            &[event],
-            Echo::Reconciles,
-        )
-        .await?;
+        write::record_transition(ctx, &groups, group, &old, &status, &[event]).await?;
         return Ok(Choice::Wait(Action::requeue(NO_NODES_RECHECK)));
     }
     let message = chosen.chosen_message();
     status.targets = chosen.targets;
     let event = Transition::normal(reason::TARGETS_SELECTED, message).once();
-    write::record_transition(
-        ctx,
-        &groups,
-        group,
-        &old,
-        &status,
-        &[event],
-        Echo::Reconciles,
-    )
-    .await?;
+    write::record_transition(ctx, &groups, group, &old, &status, &[event]).await?;
     let mut group = group.clone();
     group.status = Some(status);
     Ok(Choice::Chosen(Box::new(group)))
