@@ -88,15 +88,23 @@ pub fn keep_pod_evidence(pod: &mut Pod, provenance: &Provenance) {
         container_statuses: status.container_statuses.map(|cs| {
             cs.into_iter()
                 .filter(|c| c.name == CONTAINER)
-                .map(|c| ContainerStatus {
-                    name: c.name,
-                    state: c.state,
-                    ..ContainerStatus::default()
-                })
+                .map(|c| step_container_status(c.name, c.state))
                 .collect()
         }),
         ..PodStatus::default()
     });
+}
+
+/// A container's status as the cache keeps it: its name and state.
+pub(super) fn step_container_status(
+    name: String,
+    state: Option<ContainerState>,
+) -> ContainerStatus {
+    ContainerStatus {
+        name,
+        state,
+        ..ContainerStatus::default()
+    }
 }
 
 /// The attempt a pod runs, from its label.

@@ -9,11 +9,12 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
+    Container, ContainerState, Pod, PodCondition, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer};
 
+use super::evidence::step_container_status;
 use crate::provenance;
 
 /// A pod decoded for the pod watch; [`pod_event`] gives its events as a `Pod`'s.
@@ -80,11 +81,7 @@ impl<'de> Deserialize<'de> for WirePod {
                 conditions: s.conditions,
                 container_statuses: s.container_statuses.map(|cs| {
                     cs.into_iter()
-                        .map(|c| ContainerStatus {
-                            name: c.name,
-                            state: c.state,
-                            ..ContainerStatus::default()
-                        })
+                        .map(|c| step_container_status(c.name, c.state))
                         .collect()
                 }),
                 ..PodStatus::default()
