@@ -358,8 +358,8 @@ fn group_controller(
 }
 
 /// The Workflow controller: a Workflow is reconciled when it changes (but for its own settled
-/// status writes coming back, [`written::WrittenStatus::is_echo`]), when one of its pods does, when an Approval
-/// names it, and when the plugins change.
+/// status writes coming back, [`written::WrittenStatus::is_echo`]), when one of its pods
+/// does, when an Approval names it, and when the plugins change.
 fn workflow_controller(
     ctx: Arc<Context>,
     registry: &PluginRegistry,
