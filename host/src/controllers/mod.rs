@@ -339,10 +339,6 @@ fn group_controller(
 ) -> impl std::future::Future<Output = ()> {
     let config = ControllerConfig::default().concurrency(ctx.config.concurrent_reconciles);
     let mut wake = workflowgroup::wake::GroupWake::default();
-    // A group never settles its writes (a re-run takes two reconciles, the second on the
-    // first's write): this only forgets its versions once they come back.
-    let echoes = ctx.clone();
-    let groups = groups.try_filter(move |g| futures::future::ready(!echoes.written.is_echo(g)));
     Controller::for_stream(groups, store)
         .owns_shared_stream(workflows.filter(move |w| futures::future::ready(wake.wakes(w))))
         .reconcile_on(woken)
@@ -357,8 +353,7 @@ fn group_controller(
         .for_each(log_error("workflowgroup controller"))
 }
 
-/// The Workflow controller: a Workflow is reconciled when it changes (but for its own settled
-/// status writes coming back, [`written::WrittenStatus::is_echo`]), when one of its pods
+/// The Workflow controller: a Workflow is reconciled when it changes, when one of its pods
 /// does, when an Approval names it, and when the plugins change.
 fn workflow_controller(
     ctx: Arc<Context>,
@@ -371,9 +366,6 @@ fn workflow_controller(
     approvals: impl futures::Stream<Item = WatchItem<Approval>> + Send + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let config = ControllerConfig::default().concurrency(ctx.config.concurrent_reconciles);
-    let echoes = ctx.clone();
-    let workflows =
-        workflows.filter(move |w| futures::future::ready(!echoes.written.is_echo(&**w)));
     Controller::for_shared_stream(workflows, store)
         .owns_stream(pods)
         .watches_stream(approvals, |approval: Approval| {

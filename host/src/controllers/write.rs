@@ -17,8 +17,8 @@ use kube::api::{Api, DeleteParams, ObjectMeta, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::events::{Event, EventType};
 use kube::{Resource, ResourceExt};
+use serde::Serialize;
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
 use tracing::{Instrument, debug, info_span, warn};
 
 use super::context::Context;
@@ -82,9 +82,7 @@ pub const FIELD_MANAGER: &str = "workflow-operator";
 /// Writes `new` as the status of `obj` when it differs from `old` (and from what was last
 /// written to it, when the cache has not caught up with that write yet), by server-side apply:
 /// the status is written whole, so a field the new status leaves out (a step's message that no
-/// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote. Of the
-/// answer only the new `resourceVersion` is decoded and remembered
-/// ([`WrittenStatus::wrote_version`](super::written::WrittenStatus::wrote_version)).
+/// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote.
 async fn write_status<K, S>(ctx: &Context, api: &Api<K>, obj: &K, old: &S, new: &S) -> Result<bool>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
@@ -104,25 +102,10 @@ where
         .patch_subresource("status", &obj.name_any(), &params, &Patch::Apply(&patch))
         .map_err(|e| Error::Kube(kube::Error::BuildRequest(e)))?;
     request.extensions_mut().insert("patch_status");
-    let answer: WrittenVersion = ctx.client.request(request).await.map_err(Error::Kube)?;
+    // The answer, the whole object with its managedFields, is parsed but not built.
+    let _: serde::de::IgnoredAny = ctx.client.request(request).await.map_err(Error::Kube)?;
     ctx.written.remember(&uid, new);
-    if let Some(version) = answer.metadata.resource_version {
-        ctx.written.wrote_version(&uid, version);
-    }
     Ok(true)
-}
-
-/// What is read of the object a status write returns: its new `resourceVersion`. The rest
-/// (a whole Workflow or group, its managedFields included) is skipped while parsing.
-#[derive(Debug, Deserialize)]
-struct WrittenVersion {
-    metadata: WrittenMeta,
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct WrittenMeta {
-    resource_version: Option<String>,
 }
 
 /// Records a transition of `obj`: writes `new` as its status when it changed (`write_status`)

@@ -200,10 +200,6 @@ async fn reconcile_workflow(workflow: &Workflow, ctx: &Context) -> Result<Action
     let written =
         write::record_transition(ctx, &workflows, workflow, &old, &plan.status, &plan.events)
             .await?;
-    if written {
-        // All the plan is carried out: the write's own watch event need not reconcile it again.
-        ctx.written.settled(&uid);
-    }
     if let Some(phase) = plan.status.phase.filter(|p| written && p.is_finished()) {
         ctx.metrics.workflow_finished(phase.as_str());
         info!(%phase, "workflow finished");
