@@ -85,7 +85,7 @@ pub const FIELD_MANAGER: &str = "workflow-operator";
 /// longer applies) disappears, which a merge patch cannot do. Returns whether it wrote.
 async fn write_status<K, S>(ctx: &Context, api: &Api<K>, obj: &K, old: &S, new: &S) -> Result<bool>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()>,
     S: Serialize + PartialEq,
 {
     let uid = obj.uid().unwrap_or_default();
@@ -121,7 +121,7 @@ pub async fn record_transition<K, S>(
     events: &[Transition],
 ) -> Result<bool>
 where
-    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug,
+    K: Resource<DynamicType = ()>,
     S: Serialize + PartialEq,
 {
     let written = write_status(ctx, api, obj, old, new).await?;
