@@ -110,6 +110,8 @@ impl Attempt {
             Some(evidence) => (
                 Attempt {
                     outcome: Some(evidence),
+                    // It ended then, whenever this reconcile runs.
+                    observed: self.deadline.and_then(|d| Timestamp::from_second(d).ok()),
                     deadline: None,
                     at_deadline: None,
                     ..self

@@ -120,12 +120,13 @@ fn conclude(
     now: Timestamp,
 ) -> WorkflowPlan {
     if let Some(message) = state.failure.clone() {
+        let ended = ended_at(&plan.status, Phase::Failed, now);
         finish(
             &mut plan.status,
             Phase::Failed,
             reason::STEP_FAILED,
             &message,
-            now,
+            ended,
         );
         plan.events
             .push(Transition::warning(reason::WORKFLOW_FAILED, message).once());
@@ -133,12 +134,13 @@ fn conclude(
     }
     if state.done == state.total {
         let message = format!("all {} steps completed", state.total);
+        let ended = ended_at(&plan.status, Phase::Completed, now);
         finish(
             &mut plan.status,
             Phase::Completed,
             reason::COMPLETED,
             &message,
-            now,
+            ended,
         );
         plan.events
             .push(Transition::normal(reason::WORKFLOW_COMPLETED, message).once());
@@ -176,6 +178,24 @@ fn conclude(
         ),
     );
     plan
+}
+
+/// When the steps that end the workflow in `phase` ended: the latest `finishedAt` of its
+/// steps in that phase (to the second, as recorded), or `now` when one of them has none (a
+/// step failed before it had a pod). A reconcile that runs on a Workflow cached before the
+/// write of its end concludes the same status, so it writes nothing again.
+fn ended_at(status: &WorkflowStatus, phase: Phase, now: Timestamp) -> Timestamp {
+    status
+        .step_status
+        .iter()
+        .filter(|(_, p)| **p == phase)
+        .map(|(name, _)| {
+            let detail = status.step_details.get(name)?;
+            detail.finished_at.as_ref().map(|t| t.0)
+        })
+        .collect::<Option<Vec<_>>>()
+        .and_then(|ends| ends.into_iter().max())
+        .map_or(now, |ended| ended.min(now))
 }
 
 /// The reasons a workflow waits for with nothing started: its group may give its locks to

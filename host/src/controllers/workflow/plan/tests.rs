@@ -1094,6 +1094,123 @@ fn an_unfinished_attempt_requeues_at_its_deadline_and_a_stuck_one_is_stopped() {
     assert_eq!(plan.status.phase, Some(Phase::Failed));
 }
 
+/// A step stopped at its deadline, then reconciled again on a Workflow cached before that
+/// status was written (its pod's deletion came in first): while its pod is being stopped, and
+/// once its container was killed, it is judged as the deadline judged it, the same status, so
+/// nothing is written over it.
+#[test]
+fn a_step_stopped_at_its_deadline_is_judged_so_again_from_a_cache_older_than_that_write() {
+    use super::super::pod::{CONTAINER, build_pod, latest_attempts};
+    use k8s_openapi::api::core::v1::{
+        ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
+    };
+
+    let mut wf = workflow(SEED);
+    wf.spec.steps[0].timeout_seconds = Some(30);
+    let mut judge = Judge::new();
+    // Judged by exit code: none (a deadline) fails.
+    judge.retry_exit_code = Some(75);
+    let started_at = now().as_second() - 30;
+    let started = plan_workflow(
+        &wf,
+        &Observed::default(),
+        &judge,
+        &plugin_ref(),
+        &StepDefaults::image("busybox:1.36"),
+        Timestamp::from_second(started_at).unwrap(),
+    );
+    assert_eq!(starts(&started), [("validate-nodes".to_string(), 1)]);
+    wf.status = Some(started.status);
+    let mut pod = build_pod(
+        &wf,
+        &wf.spec.steps[0],
+        1,
+        &StepDefaults::image("busybox:1.36"),
+    );
+    pod.metadata.creation_timestamp = Some(Time(Timestamp::from_second(started_at).unwrap()));
+    pod.status = Some(PodStatus {
+        phase: Some("Running".into()),
+        ..PodStatus::default()
+    });
+    let plan_at = |pod: &Pod, second: i64| {
+        let at = Timestamp::from_second(second).unwrap();
+        let observed = Observed {
+            attempts: latest_attempts(&wf, std::slice::from_ref(pod), at),
+            ..Observed::default()
+        };
+        plan_workflow(
+            &wf,
+            &observed,
+            &judge,
+            &plugin_ref(),
+            &StepDefaults::image("busybox:1.36"),
+            at,
+        )
+    };
+
+    // At its deadline (a second late): failed, its pod stopped.
+    let deadline = plan_at(&pod, now().as_second() + 1);
+    assert_eq!(deadline.stop, [pod.name_any()]);
+    assert_eq!(deadline.status.phase, Some(Phase::Failed));
+    let message = deadline.status.step_details["validate-nodes"]
+        .message
+        .clone();
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("DeadlineExceeded")),
+        "{message:?}"
+    );
+
+    // Its pod being stopped (deletion asked then, 30 s of grace), seen two seconds later.
+    pod.metadata.deletion_timestamp = Some(Time(
+        Timestamp::from_second(now().as_second() + 31).unwrap(),
+    ));
+    pod.metadata.deletion_grace_period_seconds = Some(30);
+    let terminating = plan_at(&pod, now().as_second() + 3);
+    assert_eq!(terminating.status, deadline.status);
+    assert!(terminating.stop.is_empty(), "already stopped");
+
+    // Then Failed, its container killed by the stop.
+    pod.status = Some(PodStatus {
+        phase: Some("Failed".into()),
+        container_statuses: Some(vec![ContainerStatus {
+            name: CONTAINER.into(),
+            state: Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    exit_code: 137,
+                    reason: Some("Error".into()),
+                    finished_at: Some(Time(Timestamp::from_second(now().as_second() + 2).unwrap())),
+                    ..ContainerStateTerminated::default()
+                }),
+                ..ContainerState::default()
+            }),
+            ..ContainerStatus::default()
+        }]),
+        ..PodStatus::default()
+    });
+    assert_eq!(plan_at(&pod, now().as_second() + 4).status, deadline.status);
+
+    // A pod deleted before its deadline still says so.
+    pod.metadata.deletion_timestamp = Some(Time(
+        Timestamp::from_second(now().as_second() + 20).unwrap(),
+    ));
+    pod.status = Some(PodStatus {
+        phase: Some("Running".into()),
+        ..PodStatus::default()
+    });
+    let deleted = plan_at(&pod, now().as_second() - 5);
+    let message = deleted.status.step_details["validate-nodes"]
+        .message
+        .clone();
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("deleted before it finished")),
+        "{message:?}"
+    );
+}
+
 const FULL_QUOTA: &str = "pods \"p\" is forbidden: exceeded quota: none, requested: pods=1, used: pods=0, limited: pods=0";
 
 #[test]

@@ -56,6 +56,7 @@ pub fn keep_pod_evidence(pod: &mut Pod, provenance: &Provenance) {
         resource_version: meta.resource_version,
         creation_timestamp: meta.creation_timestamp,
         deletion_timestamp: meta.deletion_timestamp,
+        deletion_grace_period_seconds: meta.deletion_grace_period_seconds,
         owner_references: meta.owner_references.map(|refs| {
             refs.into_iter()
                 .filter(|r| r.controller == Some(true))
@@ -155,6 +156,12 @@ pub fn latest_attempts(
 /// What one pod says about its attempt at `now`: its evidence once finished; while it runs,
 /// its deadline and the evidence it gives should it still run then. Whether the deadline has
 /// passed is the plan's decision ([`Attempt::at`]).
+///
+/// A pod whose deletion was asked at or after its deadline gives the deadline's evidence, not
+/// "deleted": the operator deletes a pod still running at its deadline, and a reconcile that
+/// runs on a Workflow cached before that status was written must judge the step as the
+/// deadline did (the same status, so no second write), whatever the pod shows while it is
+/// being stopped (terminating, or Failed once its container was killed).
 pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp) -> Attempt {
     let status = pod.status.as_ref();
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
@@ -182,28 +189,42 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
             duration_ms: duration_ms(status, created, now),
         }
     };
-    let attempt = |outcome: Option<StepOutcome>| {
-        let at_deadline = match (&outcome, timeout) {
-            (None, Some(secs)) => {
-                let message = match status.and_then(waiting_reason) {
-                    Some(why) => format!("DeadlineExceeded: not finished within {secs}s ({why})"),
-                    None => format!("DeadlineExceeded: not finished within {secs}s"),
-                };
-                Some(finished(false, message))
-            }
-            _ => None,
+    // The evidence of an attempt still unfinished at its deadline: it ran its whole timeout,
+    // ending then, whenever it is judged.
+    let at_deadline = timeout.map(|secs| {
+        let message = match status.and_then(waiting_reason) {
+            Some(why) => format!("DeadlineExceeded: not finished within {secs}s ({why})"),
+            None => format!("DeadlineExceeded: not finished within {secs}s"),
         };
-        Attempt {
-            number,
-            pod: pod.name_any(),
-            observed: outcome.as_ref().and(observed),
-            created,
-            deadline,
-            at_deadline,
-            outcome,
+        StepOutcome {
+            succeeded: false,
+            exit_code: None,
+            targets: None,
+            message,
+            attempt: number,
+            duration_ms: u64::from(secs) * 1000,
         }
+    });
+    let attempt = |outcome: Option<StepOutcome>| Attempt {
+        number,
+        pod: pod.name_any(),
+        observed: outcome.as_ref().and(observed),
+        created,
+        deadline,
+        at_deadline: outcome.is_none().then(|| at_deadline.clone()).flatten(),
+        outcome,
     };
-    match status.and_then(|s| s.phase.as_deref()) {
+    let phase = status.and_then(|s| s.phase.as_deref());
+    if phase != Some("Succeeded")
+        && let Some((deadline, evidence)) = deadline.zip(at_deadline.clone())
+        && stopped_at_or_after(pod, deadline)
+    {
+        return Attempt {
+            observed: Timestamp::from_second(deadline).ok(),
+            ..attempt(Some(evidence))
+        };
+    }
+    match phase {
         Some("Succeeded") => return attempt(Some(finished(true, String::new()))),
         Some("Failed") => {
             // No container evidence (a deadline, an eviction): the pod's own reason.
@@ -219,6 +240,26 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
         return attempt(Some(finished(false, message)));
     }
     attempt(None)
+}
+
+/// Whether `pod`'s deletion was asked at or after `deadline` (Unix seconds) and stopped its
+/// container: it was still running then, or it failed with its container ended by the stop,
+/// not before the deadline (a pod evicted or failed earlier keeps its own evidence). Its
+/// `deletionTimestamp` is when the deletion was asked plus the grace period given.
+fn stopped_at_or_after(pod: &Pod, deadline: i64) -> bool {
+    let Some(deleted) = pod.metadata.deletion_timestamp.as_ref() else {
+        return false;
+    };
+    let grace = pod.metadata.deletion_grace_period_seconds.unwrap_or(0);
+    let asked = deleted.0.as_second() - grace;
+    let status = pod.status.as_ref();
+    let ended_by_the_stop = match status.and_then(|s| s.phase.as_deref()) {
+        Some("Failed") => terminated(status)
+            .and_then(|t| t.finished_at.as_ref())
+            .is_some_and(|t| t.0.as_second() >= deadline),
+        _ => true,
+    };
+    asked >= deadline && ended_by_the_stop
 }
 
 /// The state of the step's container, once the kubelet reports it.

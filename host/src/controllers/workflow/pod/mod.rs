@@ -991,6 +991,48 @@ mod tests {
     }
 
     #[test]
+    fn a_pod_that_failed_before_its_deadline_keeps_its_evidence_when_deleted_after_it() {
+        let wf = workflow();
+        let mut status = terminated_with(2, "disk full");
+        if let Some(t) = status.container_statuses.as_mut().unwrap()[0]
+            .state
+            .as_mut()
+            .and_then(|s| s.terminated.as_mut())
+        {
+            t.finished_at = Some(Time(at(1010)));
+        }
+        let mut failed = pod(&wf, "validate-nodes", 1, "Failed", status);
+        failed.metadata.deletion_timestamp = Some(Time(at(1100)));
+        failed.metadata.deletion_grace_period_seconds = Some(30);
+        let outcome = observe_pod(&failed, 1, Some(60), at(1101))
+            .outcome
+            .expect("finished");
+        assert_eq!(
+            (outcome.exit_code, outcome.message.as_str()),
+            (Some(2), "disk full")
+        );
+        // Had it still been running when stopped past its deadline: the deadline's evidence.
+        failed.status = Some(PodStatus {
+            phase: Some("Running".into()),
+            ..PodStatus::default()
+        });
+        let attempt = observe_pod(&failed, 1, Some(60), at(1101));
+        let outcome = attempt.outcome.expect("finished");
+        assert_eq!(
+            (
+                outcome.message.as_str(),
+                outcome.duration_ms,
+                attempt.observed
+            ),
+            (
+                "DeadlineExceeded: not finished within 60s",
+                60_000,
+                Some(at(1060))
+            )
+        );
+    }
+
+    #[test]
     fn an_unschedulable_pod_past_the_steps_timeout_fails_and_is_stopped() {
         let wf = workflow();
         let unschedulable = PodStatus {
