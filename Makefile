@@ -104,7 +104,7 @@ bench-real-node: plugins ## The seed sample on the real node against the same fi
 bench-runner: ## workflow-runner's fan-out over SSH: TARGETS (100) on HOSTS (50) target hosts, at PARALLEL ("16 100") at a time; then --copy of COPY_MB (64) MiB to 1 and 10 targets (root)
 	./scripts/bench-runner.sh
 
-bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once; PEER=argo|tekton|all: peers side by side
+bench-cluster: plugins ## Groups on the local cluster: the seed sample alone, then N (default 100) at once; PEER=argo|tekton|all: peers side by side; the dist build (PROFILE=release for release)
 	N=$(or $(N),100) ./scripts/bench-cluster.sh
 
 bench-fleet: plugins ## A fleet on the local cluster: one group of 5000 targets in waves of 10%, then 50 groups of 100 over 1000 machines (locks on)
@@ -131,7 +131,7 @@ bench: plugins ## Plugin call benchmarks (criterion)
 # The container image, built without a container engine (umoci, skopeo; installed when missing).
 IMAGE ?= $(or $(IMG),workflow-operator:dev)
 .PHONY: image
-image: ## Build the image IMAGE (default workflow-operator:dev) into target/image/ (OCI layout, archives)
+image: ## Build the image IMAGE (default workflow-operator:dev) into target/image/ (OCI layout, archives); PROFILE=dist for the one to publish (fat LTO)
 	IMAGE=$(IMAGE) ./scripts/build-image.sh
 
 include tests/cluster/cluster.mk

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# make bench-fleet: the operator (release build) on a fleet of machines, on the local cluster's kwok
+# make bench-fleet: the operator (cargo profile PROFILE, default dist: the build to ship) on a fleet of machines, on the local cluster's kwok
 # nodes, locks on. Two parts, each with a fresh operator in a namespace of its own:
 #
 #   1. rollout: one group, the seed sample on FLEET_TARGETS (default 5000) targets in waves of
@@ -28,15 +28,16 @@ FLEET_MACHINES="${FLEET_MACHINES:-1000}"
 STATE="${WORKFLOW_CLUSTER_DIR:-$ROOT/.local-cluster}"
 export KUBECONFIG="$STATE/kubeconfig"
 TARGET="${CARGO_TARGET_DIR:-$ROOT/target}"
-BIN="$TARGET/release/workflow-operator"
+PROFILE="${PROFILE:-dist}"
+BIN="$TARGET/$PROFILE/workflow-operator"
 COMPILE_CACHE="${COMPILE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/workflow-operator/plugin-compile-cache}"
 SAMPLE="$ROOT/examples/workflowgroup-sample.yaml"
 # shellcheck source=scripts/lib.sh
 source scripts/lib.sh
 LOG_TAG=bench-fleet
 
-log "building the release operator"
-cargo build -q --release -p workflow-operator
+log "building the operator (cargo profile $PROFILE)"
+cargo build -q --profile "$PROFILE" -p workflow-operator
 tests/cluster/cluster.sh up >&2
 install_crds >/dev/null
 

@@ -892,6 +892,49 @@ async fn a_sleeping_plugin_is_stopped_in_time_from_a_multi_threaded_async_runtim
     task.await.expect("task");
 }
 
+/// A plugin called from a worker of the controllers' runtime must not hold that worker while
+/// it computes: with one worker, another task keeps running while a looping plugin runs to
+/// its timeout.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_computing_plugin_does_not_hold_the_worker_that_called_it() {
+    let limit = std::time::Duration::from_millis(500);
+    let (runtime, _registry) = runtime_with_limit(limit);
+    let plugin = runtime
+        .load(&test_plugin("hostile"), "hostile.wasm")
+        .expect("load");
+    let ticks = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let call_done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ticker = tokio::spawn({
+        let (ticks, call_done) = (ticks.clone(), call_done.clone());
+        async move {
+            while !call_done.load(std::sync::atomic::Ordering::SeqCst) {
+                tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+    });
+    tokio::task::yield_now().await;
+    let call = tokio::spawn({
+        let call_done = call_done.clone();
+        let ticks = ticks.clone();
+        async move {
+            let before = ticks.load(std::sync::atomic::Ordering::SeqCst);
+            let started = Instant::now();
+            let result = plugin.template(&sample_context(json!({"mode": "loop"}), 0));
+            let during = ticks.load(std::sync::atomic::Ordering::SeqCst) - before;
+            call_done.store(true, std::sync::atomic::Ordering::SeqCst);
+            assert_stopped_in_time("loop", "template", limit, started, result);
+            during
+        }
+    });
+    let during = call.await.expect("call");
+    ticker.await.expect("ticker");
+    assert!(
+        during >= 5,
+        "the other task ran {during} times in the {limit:?} the plugin computed"
+    );
+}
+
 #[tokio::test]
 async fn a_sleeping_plugin_is_stopped_in_time_from_a_current_thread_async_runtime() {
     let limit = std::time::Duration::from_millis(200);
