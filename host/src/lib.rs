@@ -8,6 +8,7 @@
 //! - [`graph`]: a workflow's steps as a validated dependency graph (from `workflow-model`).
 //! - [`controllers`]: the WorkflowGroup and Workflow controllers.
 //! - [`operator_steps`]: the steps the operator adds to a Workflow: cordon and drain, uncordon, the health gate.
+//! - [`cached_pod`]: a step pod as the cache keeps it, read by the controllers and the locks.
 //! - [`locks`]: the locks on targets that keep groups apart; [`approvals`]: which approvals
 //!   of steps count.
 //! - [`cli`]: subcommands of the `workflow-operator` binary.
@@ -19,6 +20,7 @@
 
 pub mod api;
 pub mod approvals;
+pub mod cached_pod;
 pub mod cli;
 pub mod controllers;
 pub mod http;

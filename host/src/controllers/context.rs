@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
+use crate::cached_pod::CachedPod;
 use kube::Client;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::Store;
@@ -65,7 +65,7 @@ pub struct Context {
     /// Every Workflow the operator watches, as its watch last said (no LIST per reconcile).
     pub workflows: Store<Workflow>,
     /// Every step pod the operator watches (labelled with a workflow UID).
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
     /// Every WorkflowGroup the operator watches.
     pub groups: Store<WorkflowGroup>,
     /// The locks on targets, and the groups waiting for them.

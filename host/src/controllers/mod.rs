@@ -27,7 +27,6 @@ use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::runtime::controller::{Config as ControllerConfig, Controller};
 use kube::runtime::events::Reporter;
 use kube::runtime::reflector::ObjectRef;
@@ -41,6 +40,7 @@ pub use metrics::Metrics;
 
 use crate::api::{Approval, LABEL_WORKFLOW_UID, Workflow, WorkflowGroup};
 use crate::approvals::Approvals;
+use crate::cached_pod::CachedPod;
 use crate::http::Readiness;
 use crate::locks::{Holdings, LockCaches, Waiters};
 use crate::plugin::PluginRegistry;
@@ -71,10 +71,19 @@ fn owning_group(workflow: &Workflow) -> Option<ObjectRef<WorkflowGroup>> {
     Some(ObjectRef::new(&owner.name).within(&ns))
 }
 
-/// Drops an object's managedFields before it is cached: nothing here reads them.
-fn strip_managed_fields<K: Resource>(obj: &mut K) {
-    obj.meta_mut().managed_fields = None;
+/// Drops what nothing here reads of an object before it is cached: its managedFields, and the
+/// copy of itself a client-side `kubectl apply` keeps in an annotation (a group's whole spec
+/// again, targets and all).
+fn strip_unread_metadata<K: Resource>(obj: &mut K) {
+    let meta = obj.meta_mut();
+    meta.managed_fields = None;
+    if let Some(annotations) = meta.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
 }
+
+/// The annotation of a client-side `kubectl apply`.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Whether `store` became ready (false: its writer is gone). Asked again every 100 ms: kube's
 /// readiness signal wakes only the last task waiting on it, and the controllers wait on it too.
@@ -115,7 +124,7 @@ fn lease_watch(
         watcher::Config::default().labels(crate::locks::LABEL_LOCK),
     )
     .default_backoff()
-    .modify(strip_managed_fields)
+    .modify(strip_unread_metadata)
     .reflect(writer)
     .for_each(move |event| {
         match event {
@@ -145,7 +154,7 @@ fn group_watch(
     let (store, writer) = reflector::store();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(strip_managed_fields)
+        .modify(strip_unread_metadata)
         .reflect(writer)
         .inspect(move |event| match event {
             Ok(watcher::Event::Apply(group) | watcher::Event::InitApply(group)) => {
@@ -221,15 +230,14 @@ fn pod_watch(
     api: Api<workflow::pod::wire::WirePod>,
     provenance: &Provenance,
 ) -> (
-    reflector::Store<Pod>,
-    impl futures::Stream<Item = WatchItem<Pod>> + Send + 'static,
+    reflector::Store<CachedPod>,
+    impl futures::Stream<Item = WatchItem<CachedPod>> + Send + 'static,
 ) {
     let (store, writer) = reflector::store();
     let provenance = provenance.clone();
     let stream = watcher(api, watcher::Config::default().labels(LABEL_WORKFLOW_UID))
         .default_backoff()
-        .map_ok(workflow::pod::wire::pod_event)
-        .modify(move |pod| workflow::pod::keep_pod_evidence(pod, &provenance))
+        .map_ok(move |event| workflow::pod::wire::pod_event(event, &provenance))
         .reflect(writer)
         .touched_objects();
     (store, stream)
@@ -249,7 +257,7 @@ fn approval_watch(
     let index = room.clone();
     let stream = watcher(api, watcher::Config::default())
         .default_backoff()
-        .modify(strip_managed_fields)
+        .modify(strip_unread_metadata)
         .reflect(writer)
         .inspect(move |event| {
             if let Ok(watcher::Event::Apply(a) | watcher::Event::InitApply(a)) = event {
@@ -362,7 +370,7 @@ fn workflow_controller(
         reflector::Store<Workflow>,
         reflector::ReflectHandle<Workflow>,
     ),
-    pods: impl futures::Stream<Item = WatchItem<Pod>> + Send + 'static,
+    pods: impl futures::Stream<Item = WatchItem<CachedPod>> + Send + 'static,
     approvals: impl futures::Stream<Item = WatchItem<Approval>> + Send + 'static,
 ) -> impl std::future::Future<Output = ()> {
     let config = ControllerConfig::default().concurrency(ctx.config.concurrent_reconciles);
@@ -461,4 +469,35 @@ pub async fn run(
         _ = futures::future::join(group_controller, workflow_controller) => {}
     }
     info!("controllers stopped");
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeMap;
+
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
+
+    use super::*;
+
+    #[test]
+    fn a_cached_object_keeps_its_annotations_but_not_the_copy_kubectl_apply_left() {
+        let mut lease = Lease::default();
+        lease.metadata.managed_fields = Some(vec![ManagedFieldsEntry::default()]);
+        lease.metadata.annotations = Some(BTreeMap::from([
+            (LAST_APPLIED.to_string(), "{\"spec\":{}}".to_string()),
+            (
+                crate::api::ANNOTATION_REQUESTED_BY.to_string(),
+                "alice".to_string(),
+            ),
+        ]));
+        strip_unread_metadata(&mut lease);
+        assert_eq!(lease.metadata.managed_fields, None);
+        assert_eq!(
+            lease.metadata.annotations,
+            Some(BTreeMap::from([(
+                crate::api::ANNOTATION_REQUESTED_BY.to_string(),
+                "alice".to_string()
+            )]))
+        );
+    }
 }

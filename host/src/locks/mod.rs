@@ -32,7 +32,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
@@ -53,6 +52,7 @@ pub use self::lease::{holder_name, release_deleted};
 use self::plan::{Arrival, LockMove, Waiting};
 pub use self::waiters::Waiters;
 use crate::api::{Target, Workflow, WorkflowGroup};
+use crate::cached_pod::CachedPod;
 use crate::names;
 
 /// Label on every lock Lease: `target` or `type`.
@@ -139,7 +139,7 @@ pub struct Locks {
     holdings: Arc<Holdings>,
     groups: Store<WorkflowGroup>,
     workflows: Store<Workflow>,
-    pods: Store<Pod>,
+    pods: Store<CachedPod>,
     waiters: Arc<Waiters>,
 }
 
@@ -151,7 +151,7 @@ pub struct LockCaches {
     pub holdings: Arc<Holdings>,
     pub groups: Store<WorkflowGroup>,
     pub workflows: Store<Workflow>,
-    pub pods: Store<Pod>,
+    pub pods: Store<CachedPod>,
 }
 
 impl Locks {
@@ -608,7 +608,7 @@ enum Taken {
 
 /// Whether `pod` is a step pod of the Workflow with `uid` that has not finished: one the
 /// operator made (a pod someone else made under its name holds no lock).
-fn running_step_of(pod: &Pod, uid: &str) -> bool {
+fn running_step_of(pod: &CachedPod, uid: &str) -> bool {
     let ours = crate::provenance::verified(&pod.metadata)
         && pod
             .owner_references()

@@ -28,7 +28,7 @@ use self::plan::{
     Observed, PluginChoice, StepPod, plan_finished, plan_plugin_missing, plan_workflow,
     plugin_choice,
 };
-use self::pod::latest_attempts;
+use self::pod::{CachedPod, latest_attempts};
 use self::refusal::PodRefusal;
 pub use self::verdicts::Verdicts;
 use super::context::Context;
@@ -246,12 +246,12 @@ async fn step_pods(
     old: &WorkflowStatus,
     pods_api: &Api<Pod>,
     uid: &str,
-) -> Result<Vec<Pod>> {
+) -> Result<Vec<CachedPod>> {
     let ns = workflow.namespace().ok_or(Error::MissingNamespace)?;
-    let mut pods: Vec<Pod> = cached_pods(ctx, workflow, &ns, uid);
+    let mut pods = cached_pods(ctx, workflow, &ns, uid);
     for missing in unseen_pods(old, &pods) {
-        if let Some(mut pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
-            pod::keep_pod_evidence(&mut pod, &ctx.provenance);
+        if let Some(pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
+            let pod = pod::keep_pod_evidence(pod, &ctx.provenance);
             if write::controlled_by(&pod, uid) && pod::signed(&pod) {
                 pods.push(pod);
             }
@@ -378,7 +378,7 @@ impl Starter<'_> {
 }
 
 /// Pods of running steps that the status records and `pods` does not hold.
-fn unseen_pods(old: &WorkflowStatus, pods: &[Pod]) -> Vec<String> {
+fn unseen_pods(old: &WorkflowStatus, pods: &[CachedPod]) -> Vec<String> {
     old.step_status
         .iter()
         .filter(|(_, phase)| **phase == Phase::Running)
@@ -390,11 +390,11 @@ fn unseen_pods(old: &WorkflowStatus, pods: &[Pod]) -> Vec<String> {
 /// This Workflow's pods in the cache, found by their deterministic names (attempts 1 to one
 /// past what the status knows, in case the status write after a create was lost), not by
 /// scanning every pod: a reconcile costs the same with 5 pods in the cache or 50,000.
-fn cached_pods(ctx: &Context, workflow: &Workflow, ns: &str, uid: &str) -> Vec<Pod> {
+fn cached_pods(ctx: &Context, workflow: &Workflow, ns: &str, uid: &str) -> Vec<CachedPod> {
     names::step_pod_names(workflow)
         .filter_map(|name| ctx.pods.get(&ObjectRef::new(&name).within(ns)))
         .filter(|p| write::controlled_by(&**p, uid) && pod::signed(p))
-        .map(|p| Pod::clone(&p))
+        .map(|p| CachedPod::clone(&p))
         .collect()
 }
 

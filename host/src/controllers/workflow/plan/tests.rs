@@ -1100,7 +1100,7 @@ fn an_unfinished_attempt_requeues_at_its_deadline_and_a_stuck_one_is_stopped() {
 /// nothing is written over it.
 #[test]
 fn a_step_stopped_at_its_deadline_is_judged_so_again_from_a_cache_older_than_that_write() {
-    use super::super::pod::{CONTAINER, build_pod, latest_attempts};
+    use super::super::pod::{CONTAINER, CachedPod, build_pod, latest_attempts};
     use k8s_openapi::api::core::v1::{
         ContainerState, ContainerStateTerminated, ContainerStatus, PodStatus,
     };
@@ -1135,7 +1135,7 @@ fn a_step_stopped_at_its_deadline_is_judged_so_again_from_a_cache_older_than_tha
     let plan_at = |pod: &Pod, second: i64| {
         let at = Timestamp::from_second(second).unwrap();
         let observed = Observed {
-            attempts: latest_attempts(&wf, std::slice::from_ref(pod), at),
+            attempts: latest_attempts(&wf, &[CachedPod::from(pod.clone())], at),
             ..Observed::default()
         };
         plan_workflow(

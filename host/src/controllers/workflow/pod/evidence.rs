@@ -4,19 +4,16 @@
 use std::collections::BTreeMap;
 use std::collections::btree_map::Entry;
 
-use k8s_openapi::api::core::v1::{
-    ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus,
-};
+use k8s_openapi::api::core::v1::{ContainerStateTerminated, Pod};
 use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
 use crate::api::{LABEL_ATTEMPT, LABEL_STEP, LABEL_WORKFLOW_UID, Workflow};
+use crate::cached_pod::{CachedPod, CachedPodStatus};
 use crate::controllers::workflow::step::Attempt;
 use crate::plugin::StepOutcome;
 use crate::provenance::{self, Provenance};
-
-use super::CONTAINER;
 
 /// Annotation the operator puts on its cached copy of a step pod (never on the pod itself):
 /// when its watch delivered the pod finished. The start of the next step is timed from it.
@@ -24,32 +21,36 @@ pub const ANNOTATION_OBSERVED_FINISHED: &str = "workflow.rxg456.cn/observed-fini
 
 /// Whether the cached `pod` is one the operator made ([`keep_pod_evidence`] found its
 /// signature): one without it was made by someone else, whatever its ownerReferences claim.
-pub fn signed(pod: &Pod) -> bool {
+pub fn signed(pod: &CachedPod) -> bool {
     provenance::verified(&pod.metadata)
 }
 
-/// Prepares a step pod for the cache: keeps only what the Workflow controller reads (its
+/// The cache's copy of a step pod: only what the Workflow controller reads (its
 /// name, controller, step and attempt labels, times, phase, the step container's state and an
 /// unschedulable condition), notes when a finished pod was first seen, and whether the
 /// operator made it (`provenance` verifies its signature, which the spec it drops is needed
 /// for). The rest (its spec, with the command and every target, the group's labels, IPs,
 /// images, other conditions) is ours or the kubelet's, and thousands of cached pods would hold
 /// it all.
-pub fn keep_pod_evidence(pod: &mut Pod, provenance: &Provenance) {
+pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
     let workflow_uid = pod
         .labels()
         .get(LABEL_WORKFLOW_UID)
         .cloned()
         .unwrap_or_default();
-    let ours = provenance.pod_is_ours(pod, &workflow_uid);
-    let meta = std::mem::take(&mut pod.metadata);
+    let ours = provenance.pod_is_ours(&pod, &workflow_uid);
+    let Pod {
+        metadata: meta,
+        status,
+        ..
+    } = pod;
     let finished = matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
+        status.as_ref().and_then(|s| s.phase.as_deref()),
         Some("Succeeded" | "Failed")
     );
     let mut labels = meta.labels.unwrap_or_default();
     labels.retain(|k, _| k == LABEL_STEP || k == LABEL_ATTEMPT);
-    pod.metadata = ObjectMeta {
+    let metadata = ObjectMeta {
         name: meta.name,
         namespace: meta.namespace,
         uid: meta.uid,
@@ -76,55 +77,29 @@ pub fn keep_pod_evidence(pod: &mut Pod, provenance: &Provenance) {
         .filter(|a: &BTreeMap<String, String>| !a.is_empty()),
         ..ObjectMeta::default()
     };
-    pod.spec = None;
-    pod.status = pod.status.take().map(|status| PodStatus {
-        phase: status.phase,
-        reason: status.reason,
-        message: status.message,
-        conditions: status.conditions.map(|cs| {
-            cs.into_iter()
-                .filter(|c| c.type_ == "PodScheduled" && c.status == "False")
-                .collect()
-        }),
-        container_statuses: status.container_statuses.map(|cs| {
-            cs.into_iter()
-                .filter(|c| c.name == CONTAINER)
-                .map(|c| step_container_status(c.name, c.state))
-                .collect()
-        }),
-        ..PodStatus::default()
-    });
-}
-
-/// A container's status as the cache keeps it: its name and state.
-pub(super) fn step_container_status(
-    name: String,
-    state: Option<ContainerState>,
-) -> ContainerStatus {
-    ContainerStatus {
-        name,
-        state,
-        ..ContainerStatus::default()
+    CachedPod {
+        metadata,
+        status: status.map(CachedPodStatus::from),
     }
 }
 
 /// The attempt a pod runs, from its label.
-pub fn pod_attempt(pod: &Pod) -> Option<u32> {
+pub fn pod_attempt(pod: &CachedPod) -> Option<u32> {
     pod.labels().get(LABEL_ATTEMPT)?.parse().ok()
 }
 
 /// The step a pod runs, from its label.
-pub fn pod_step(pod: &Pod) -> Option<&str> {
+pub fn pod_step(pod: &CachedPod) -> Option<&str> {
     pod.labels().get(LABEL_STEP).map(String::as_str)
 }
 
 /// The latest attempt of each step of `workflow`, from its pods, at `now`.
 pub fn latest_attempts(
     workflow: &Workflow,
-    pods: &[Pod],
+    pods: &[CachedPod],
     now: Timestamp,
 ) -> BTreeMap<String, Attempt> {
-    let mut latest: BTreeMap<String, (u32, &Pod)> = BTreeMap::new();
+    let mut latest: BTreeMap<String, (u32, &CachedPod)> = BTreeMap::new();
     for pod in pods {
         let (Some(step), Some(attempt)) = (pod_step(pod), pod_attempt(pod)) else {
             continue;
@@ -162,7 +137,7 @@ pub fn latest_attempts(
 /// runs on a Workflow cached before that status was written must judge the step as the
 /// deadline did (the same status, so no second write), whatever the pod shows while it is
 /// being stopped (terminating, or Failed once its container was killed).
-pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp) -> Attempt {
+pub fn observe_pod(pod: &CachedPod, number: u32, timeout: Option<u32>, now: Timestamp) -> Attempt {
     let status = pod.status.as_ref();
     let created = pod.metadata.creation_timestamp.as_ref().map(|t| t.0);
     let deadline = timeout
@@ -246,7 +221,7 @@ pub fn observe_pod(pod: &Pod, number: u32, timeout: Option<u32>, now: Timestamp)
 /// container: it was still running then, or it failed with its container ended by the stop,
 /// not before the deadline (a pod evicted or failed earlier keeps its own evidence). Its
 /// `deletionTimestamp` is when the deletion was asked plus the grace period given.
-fn stopped_at_or_after(pod: &Pod, deadline: i64) -> bool {
+fn stopped_at_or_after(pod: &CachedPod, deadline: i64) -> bool {
     let Some(deleted) = pod.metadata.deletion_timestamp.as_ref() else {
         return false;
     };
@@ -262,31 +237,21 @@ fn stopped_at_or_after(pod: &Pod, deadline: i64) -> bool {
     asked >= deadline && ended_by_the_stop
 }
 
-/// The state of the step's container, once the kubelet reports it.
-fn container_state(status: &PodStatus) -> Option<&ContainerState> {
-    status
-        .container_statuses
-        .as_ref()?
-        .iter()
-        .find(|c| c.name == CONTAINER)?
-        .state
-        .as_ref()
-}
-
-fn terminated(status: Option<&PodStatus>) -> Option<&ContainerStateTerminated> {
-    container_state(status?)?.terminated.as_ref()
+fn terminated(status: Option<&CachedPodStatus>) -> Option<&ContainerStateTerminated> {
+    status?.step.as_ref()?.terminated.as_ref()
 }
 
 /// Why a pod that has not started its container is still waiting: unschedulable, or its
 /// image cannot be pulled.
-fn waiting_reason(status: &PodStatus) -> Option<String> {
-    let unschedulable = status.conditions.as_ref().and_then(|cs| {
-        cs.iter()
-            .find(|c| c.type_ == "PodScheduled" && c.status == "False")
-            .map(|c| reason_and_message(c.reason.as_deref(), c.message.as_deref()))
-    });
+fn waiting_reason(status: &CachedPodStatus) -> Option<String> {
+    let unschedulable = status
+        .unschedulable
+        .as_ref()
+        .map(|c| reason_and_message(c.reason.as_deref(), c.message.as_deref()));
     let waiting = || {
-        container_state(status)?
+        status
+            .step
+            .as_ref()?
             .waiting
             .as_ref()
             .map(|w| reason_and_message(w.reason.as_deref(), w.message.as_deref()))
@@ -303,7 +268,11 @@ fn reason_and_message(reason: Option<&str>, message: Option<&str>) -> String {
 }
 
 /// How long the container ran, from its own times when it has them.
-fn duration_ms(status: Option<&PodStatus>, created: Option<Timestamp>, now: Timestamp) -> u64 {
+fn duration_ms(
+    status: Option<&CachedPodStatus>,
+    created: Option<Timestamp>,
+    now: Timestamp,
+) -> u64 {
     let terminated = terminated(status);
     let start = terminated
         .and_then(|t| t.started_at.as_ref())

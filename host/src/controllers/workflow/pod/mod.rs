@@ -37,9 +37,7 @@ pub use self::evidence::{
     ANNOTATION_OBSERVED_FINISHED, keep_pod_evidence, latest_attempts, observe_pod, pod_attempt,
     pod_step, signed,
 };
-
-/// Name of the single container of a step's pod.
-pub const CONTAINER: &str = "step";
+pub use crate::cached_pod::{CONTAINER, CachedPod};
 
 /// Where `workflow-runner` looks for its SSH key and known hosts.
 pub const SSH_DIR: &str = "/etc/workflow/ssh";
@@ -515,6 +513,7 @@ mod tests {
 
     use super::*;
     use crate::api::WorkflowSpec;
+    use crate::cached_pod::CachedPodStatus;
     use crate::controllers::write;
     use crate::provenance::Provenance;
 
@@ -935,7 +934,8 @@ mod tests {
             terminated_with(0, "all good\n"),
         );
         let running = pod(&wf, "check-network", 1, "Running", PodStatus::default());
-        let attempts = latest_attempts(&wf, &[second.clone(), first, running.clone()], at(1001));
+        let pods = [second.clone(), first, running.clone()].map(CachedPod::from);
+        let attempts = latest_attempts(&wf, &pods, at(1001));
         let validate = &attempts["validate-nodes"];
         assert_eq!(validate.number, 2);
         assert_eq!(validate.pod, second.name_any());
@@ -964,7 +964,7 @@ mod tests {
             ..PodStatus::default()
         };
         let attempt = observe_pod(
-            &pod(&wf, "validate-nodes", 1, "Failed", evicted),
+            &pod(&wf, "validate-nodes", 1, "Failed", evicted).into(),
             1,
             None,
             at(1001),
@@ -983,7 +983,7 @@ mod tests {
         let wf = workflow();
         let mut deleted = pod(&wf, "validate-nodes", 1, "Running", PodStatus::default());
         deleted.metadata.deletion_timestamp = Some(Time(at(1001)));
-        let outcome = observe_pod(&deleted, 1, None, at(1002))
+        let outcome = observe_pod(&deleted.into(), 1, None, at(1002))
             .outcome
             .expect("finished");
         assert!(!outcome.succeeded);
@@ -1004,7 +1004,7 @@ mod tests {
         let mut failed = pod(&wf, "validate-nodes", 1, "Failed", status);
         failed.metadata.deletion_timestamp = Some(Time(at(1100)));
         failed.metadata.deletion_grace_period_seconds = Some(30);
-        let outcome = observe_pod(&failed, 1, Some(60), at(1101))
+        let outcome = observe_pod(&failed.clone().into(), 1, Some(60), at(1101))
             .outcome
             .expect("finished");
         assert_eq!(
@@ -1016,7 +1016,7 @@ mod tests {
             phase: Some("Running".into()),
             ..PodStatus::default()
         });
-        let attempt = observe_pod(&failed, 1, Some(60), at(1101));
+        let attempt = observe_pod(&failed.into(), 1, Some(60), at(1101));
         let outcome = attempt.outcome.expect("finished");
         assert_eq!(
             (
@@ -1045,7 +1045,7 @@ mod tests {
             }]),
             ..PodStatus::default()
         };
-        let stuck = pod(&wf, "check-network", 1, "Pending", unschedulable);
+        let stuck = CachedPod::from(pod(&wf, "check-network", 1, "Pending", unschedulable));
         let (before, stop) = observe_pod(&stuck, 1, Some(60), at(1059)).at(1059);
         assert_eq!(
             (before.outcome, stop, before.deadline),
@@ -1077,7 +1077,7 @@ mod tests {
             }]),
             ..PodStatus::default()
         };
-        let stuck = pod(&wf, "check-network", 1, "Pending", pulling);
+        let stuck = CachedPod::from(pod(&wf, "check-network", 1, "Pending", pulling));
         let (attempt, stop) = observe_pod(&stuck, 1, Some(60), at(2000)).at(2000);
         assert!(stop);
         let outcome = attempt.outcome.expect("failed");
@@ -1105,25 +1105,31 @@ mod tests {
         let mut running = pod(&wf, "validate-nodes", 1, "Running", PodStatus::default());
         running.labels_mut().insert("team".into(), "infra".into());
         running.status.as_mut().unwrap().pod_ip = Some("10.0.0.1".into());
-        keep_pod_evidence(&mut running, &Provenance::new(b"test"));
-        assert!(running.spec.is_none() && running.metadata.annotations.is_none());
+        let running = keep_pod_evidence(running, &Provenance::new(b"test"));
+        assert_eq!(running.metadata.annotations, None);
         assert_eq!(running.labels()[LABEL_STEP], "validate-nodes");
         assert_eq!(running.labels()[LABEL_ATTEMPT], "1");
         assert!(
             !running.labels().contains_key("team"),
             "a group's label is not cached"
         );
-        assert_eq!(running.status.as_ref().unwrap().pod_ip, None);
+        assert_eq!(
+            running.status,
+            Some(CachedPodStatus {
+                phase: Some("Running".into()),
+                ..CachedPodStatus::default()
+            })
+        );
         assert!(write::controlled_by(&running, &wf.uid().unwrap()));
 
-        let mut done = pod(
+        let done = pod(
             &wf,
             "validate-nodes",
             1,
             "Succeeded",
             terminated_with(0, "ok"),
         );
-        keep_pod_evidence(&mut done, &Provenance::new(b"test"));
+        let done = keep_pod_evidence(done, &Provenance::new(b"test"));
         let attempt = observe_pod(&done, 1, None, Timestamp::now());
         assert!(attempt.outcome.is_some_and(|o| o.succeeded));
         assert!(
@@ -1186,10 +1192,9 @@ mod tests {
         let mut signatures = Vec::new();
         for whole in [busy, forged, unsigned, bare] {
             let json = serde_json::to_string(&whole).unwrap();
-            let mut decoded = serde_json::from_str::<wire::WirePod>(&json).unwrap().0;
-            let mut expected = whole.clone();
-            keep_pod_evidence(&mut decoded, &provenance);
-            keep_pod_evidence(&mut expected, &provenance);
+            let decoded = serde_json::from_str::<wire::WirePod>(&json).unwrap().0;
+            let mut decoded = keep_pod_evidence(decoded, &provenance);
+            let mut expected = keep_pod_evidence(whole.clone(), &provenance);
             // When each was seen finished: a moment apart.
             for pod in [&mut decoded, &mut expected] {
                 if let Some(a) = pod.metadata.annotations.as_mut() {
@@ -1270,14 +1275,13 @@ mod tests {
         ];
         for (phase, status) in shapes {
             let pod = pod(&wf, "check-network", 2, phase, status);
-            let mut cached = pod.clone();
-            keep_pod_evidence(&mut cached, &Provenance::new(b"test"));
+            let cached = keep_pod_evidence(pod.clone(), &Provenance::new(b"test"));
             for now in [at(1001), at(2000)] {
                 let mut seen = observe_pod(&cached, 2, Some(60), now);
                 seen.observed = None;
                 assert_eq!(
                     seen,
-                    observe_pod(&pod, 2, Some(60), now),
+                    observe_pod(&pod.clone().into(), 2, Some(60), now),
                     "{phase}: {pod:?}"
                 );
             }

@@ -9,13 +9,13 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, Pod, PodCondition, PodSpec, PodStatus,
+    Container, ContainerState, ContainerStatus, Pod, PodCondition, PodSpec, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer};
 
-use super::evidence::step_container_status;
-use crate::provenance;
+use crate::cached_pod::CachedPod;
+use crate::provenance::{self, Provenance};
 
 /// A pod decoded for the pod watch; [`pod_event`] gives its events as a `Pod`'s.
 #[derive(Clone, Debug)]
@@ -82,7 +82,11 @@ impl<'de> Deserialize<'de> for WirePod {
                 conditions: s.conditions,
                 container_statuses: s.container_statuses.map(|cs| {
                     cs.into_iter()
-                        .map(|c| step_container_status(c.name, c.state))
+                        .map(|c| ContainerStatus {
+                            name: c.name,
+                            state: c.state,
+                            ..ContainerStatus::default()
+                        })
                         .collect()
                 }),
                 ..PodStatus::default()
@@ -172,16 +176,20 @@ struct WireContainerStatus {
     state: Option<ContainerState>,
 }
 
-/// A watch event of a [`WirePod`] as one of its `Pod`.
+/// A watch event of a [`WirePod`] as one of the cache's copy of it ([`keep_pod_evidence`]).
+///
+/// [`keep_pod_evidence`]: super::keep_pod_evidence
 pub fn pod_event(
     event: kube::runtime::watcher::Event<WirePod>,
-) -> kube::runtime::watcher::Event<Pod> {
+    provenance: &Provenance,
+) -> kube::runtime::watcher::Event<CachedPod> {
     use kube::runtime::watcher::Event;
+    let keep = |pod: WirePod| super::keep_pod_evidence(pod.0, provenance);
     match event {
-        Event::Apply(pod) => Event::Apply(pod.0),
-        Event::Delete(pod) => Event::Delete(pod.0),
+        Event::Apply(pod) => Event::Apply(keep(pod)),
+        Event::Delete(pod) => Event::Delete(keep(pod)),
         Event::Init => Event::Init,
-        Event::InitApply(pod) => Event::InitApply(pod.0),
+        Event::InitApply(pod) => Event::InitApply(keep(pod)),
         Event::InitDone => Event::InitDone,
     }
 }
