@@ -199,7 +199,7 @@ fn render_group(
             paused: false,
             params: (!context.params.as_object().is_some_and(|m| m.is_empty()))
                 .then(|| context.params.clone()),
-            pod_template,
+            pod_template: pod_template.map(Box::new),
             rerun: None,
             awaiting_locks: false,
             drain,

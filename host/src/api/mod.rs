@@ -191,7 +191,7 @@ mod tests {
         }))
         .unwrap();
         let plain = group.pod_template_of("pre-check").unwrap();
-        assert_eq!(Some(&plain), group.pod_template.as_ref());
+        assert_eq!(Some(&plain), group.pod_template.as_deref());
         let setup = group.pod_template_of("setup").unwrap();
         assert_eq!(setup.service_account_name.as_deref(), Some("ops"));
         let env: Vec<(&str, Option<&str>)> = setup

@@ -54,8 +54,9 @@ pub struct WorkflowSpec {
     /// What the step pods get beyond their command (the group's `podTemplate`, with its
     /// type's laid over it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    // Boxed: laid out inline it takes 1.3 KiB of every cached object, most of which have none.
     #[schemars(schema_with = "pod_template_schema")]
-    pub pod_template: Option<StepPodTemplate>,
+    pub pod_template: Option<Box<StepPodTemplate>>,
     /// Its group's `spec.drain`, when its type drains: the Workflow's first step cordons and
     /// drains its targets' Nodes and its last uncordons them, and these steps' pods run as
     /// its service account.

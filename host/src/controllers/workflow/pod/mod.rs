@@ -164,7 +164,12 @@ pub fn step_targets<'a>(workflow: &'a Workflow, step: &Step) -> Cow<'a, [Target]
 /// it what real work needs (service account, Secrets, placement, resources); without a
 /// security context of its own it passes the `restricted` Pod Security Standard.
 pub fn build_pod(workflow: &Workflow, step: &Step, attempt: u32, defaults: &StepDefaults) -> Pod {
-    let mut template = workflow.spec.pod_template.clone().unwrap_or_default();
+    let mut template = workflow
+        .spec
+        .pod_template
+        .as_deref()
+        .cloned()
+        .unwrap_or_default();
     if let Some(account) = crate::operator_steps::service_account(workflow, &step.name) {
         // The drain's steps act on Nodes through the API server, as the drain's account.
         template.service_account_name = Some(account.to_string());
