@@ -30,29 +30,38 @@ pub struct CachedPodStatus {
     pub step: Option<ContainerState>,
 }
 
-impl kube::Resource for CachedPod {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
+/// Implements `kube::Resource` as a Pod's for `$ty`, a pod read in part, whose metadata is
+/// `self.$meta`.
+macro_rules! pod_resource {
+    ($ty:ty, $($meta:tt).+) => {
+        impl kube::Resource for $ty {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
 
-    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
-        Pod::kind(dt)
-    }
-    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
-        Pod::group(dt)
-    }
-    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
-        Pod::version(dt)
-    }
-    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
-        Pod::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
+            fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+                <k8s_openapi::api::core::v1::Pod as kube::Resource>::kind(dt)
+            }
+            fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+                <k8s_openapi::api::core::v1::Pod as kube::Resource>::group(dt)
+            }
+            fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <k8s_openapi::api::core::v1::Pod as kube::Resource>::version(dt)
+            }
+            fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+                <k8s_openapi::api::core::v1::Pod as kube::Resource>::plural(dt)
+            }
+            fn meta(&self) -> &kube::api::ObjectMeta {
+                &self.$($meta).+
+            }
+            fn meta_mut(&mut self) -> &mut kube::api::ObjectMeta {
+                &mut self.$($meta).+
+            }
+        }
+    };
 }
+pub(crate) use pod_resource;
+
+pod_resource!(CachedPod, metadata);
 
 impl From<Pod> for CachedPod {
     /// The pod's metadata as it is, and of its status what an attempt is read from.

@@ -14,36 +14,14 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer};
 
-use crate::cached_pod::CachedPod;
+use crate::cached_pod::{CachedPod, pod_resource};
 use crate::provenance::{self, Provenance};
 
 /// A pod decoded for the pod watch; [`pod_event`] gives its events as a `Pod`'s.
 #[derive(Clone, Debug)]
 pub struct WirePod(pub Pod);
 
-impl kube::Resource for WirePod {
-    type DynamicType = ();
-    type Scope = k8s_openapi::NamespaceResourceScope;
-
-    fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
-        Pod::kind(dt)
-    }
-    fn group(dt: &()) -> std::borrow::Cow<'_, str> {
-        Pod::group(dt)
-    }
-    fn version(dt: &()) -> std::borrow::Cow<'_, str> {
-        Pod::version(dt)
-    }
-    fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
-        Pod::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+pod_resource!(WirePod, 0.metadata);
 
 impl<'de> Deserialize<'de> for WirePod {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
