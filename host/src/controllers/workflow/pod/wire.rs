@@ -17,7 +17,7 @@ use serde::{Deserialize, Deserializer};
 use crate::cached_pod::{CachedPod, pod_resource};
 use crate::provenance::{self, Provenance};
 
-/// A pod decoded for the pod watch; [`pod_event`] gives its events as a `Pod`'s.
+/// A pod decoded for the pod watch; [`pod_event`] gives its events as the cache's copy of it.
 #[derive(Clone, Debug)]
 pub struct WirePod(pub Pod);
 
