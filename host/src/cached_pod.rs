@@ -5,6 +5,8 @@
 use k8s_openapi::api::core::v1::{ContainerState, Pod, PodCondition, PodStatus};
 use kube::api::ObjectMeta;
 
+use crate::provenance;
+
 /// Name of the single container of a step's pod.
 pub const CONTAINER: &str = "step";
 
@@ -62,6 +64,21 @@ macro_rules! pod_resource {
 pub(crate) use pod_resource;
 
 pod_resource!(CachedPod, metadata);
+
+impl CachedPod {
+    /// Whether the operator made it (`keep_pod_evidence` found its signature): one without
+    /// it was made by someone else, whatever its ownerReferences claim.
+    pub fn signed(&self) -> bool {
+        provenance::verified(&self.metadata)
+    }
+}
+
+impl CachedPodStatus {
+    /// Whether the pod has ended, Succeeded or Failed.
+    pub fn finished(&self) -> bool {
+        matches!(self.phase.as_deref(), Some("Succeeded" | "Failed"))
+    }
+}
 
 impl From<Pod> for CachedPod {
     /// The pod's metadata as it is, and of its status what an attempt is read from.

@@ -52,7 +52,7 @@ pub use self::lease::{holder_name, release_deleted};
 use self::plan::{Arrival, LockMove, Waiting};
 pub use self::waiters::Waiters;
 use crate::api::{Target, Workflow, WorkflowGroup};
-use crate::cached_pod::CachedPod;
+use crate::cached_pod::{CachedPod, CachedPodStatus};
 use crate::names;
 
 /// Label on every lock Lease: `target` or `type`.
@@ -609,15 +609,12 @@ enum Taken {
 /// Whether `pod` is a step pod of the Workflow with `uid` that has not finished: one the
 /// operator made (a pod someone else made under its name holds no lock).
 fn running_step_of(pod: &CachedPod, uid: &str) -> bool {
-    let ours = crate::provenance::verified(&pod.metadata)
+    let ours = pod.signed()
         && pod
             .owner_references()
             .iter()
             .any(|r| r.controller == Some(true) && r.uid == uid);
-    let finished = matches!(
-        pod.status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    );
+    let finished = pod.status.as_ref().is_some_and(CachedPodStatus::finished);
     ours && !finished
 }
 

@@ -252,7 +252,7 @@ async fn step_pods(
     for missing in unseen_pods(old, &pods) {
         if let Some(pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
             let pod = pod::keep_pod_evidence(pod, &ctx.provenance);
-            if write::controlled_by(&pod, uid) && pod::signed(&pod) {
+            if write::controlled_by(&pod, uid) && pod.signed() {
                 pods.push(pod);
             }
         }
@@ -393,7 +393,7 @@ fn unseen_pods(old: &WorkflowStatus, pods: &[CachedPod]) -> Vec<String> {
 fn cached_pods(ctx: &Context, workflow: &Workflow, ns: &str, uid: &str) -> Vec<CachedPod> {
     names::step_pod_names(workflow)
         .filter_map(|name| ctx.pods.get(&ObjectRef::new(&name).within(ns)))
-        .filter(|p| write::controlled_by(&**p, uid) && pod::signed(p))
+        .filter(|p| write::controlled_by(&**p, uid) && p.signed())
         .map(|p| CachedPod::clone(&p))
         .collect()
 }

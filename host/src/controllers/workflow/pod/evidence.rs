@@ -19,12 +19,6 @@ use crate::provenance::{self, Provenance};
 /// when its watch delivered the pod finished. The start of the next step is timed from it.
 pub const ANNOTATION_OBSERVED_FINISHED: &str = "workflow.rxg456.cn/observed-finished";
 
-/// Whether the cached `pod` is one the operator made ([`keep_pod_evidence`] found its
-/// signature): one without it was made by someone else, whatever its ownerReferences claim.
-pub fn signed(pod: &CachedPod) -> bool {
-    provenance::verified(&pod.metadata)
-}
-
 /// The cache's copy of a step pod: only what the Workflow controller reads (its
 /// name, controller, step and attempt labels, times, phase, the step container's state and an
 /// unschedulable condition), notes when a finished pod was first seen, and whether the
@@ -44,10 +38,8 @@ pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
         status,
         ..
     } = pod;
-    let finished = matches!(
-        status.as_ref().and_then(|s| s.phase.as_deref()),
-        Some("Succeeded" | "Failed")
-    );
+    let status = status.map(CachedPodStatus::from);
+    let finished = status.as_ref().is_some_and(CachedPodStatus::finished);
     let mut labels = meta.labels.unwrap_or_default();
     labels.retain(|k, _| k == LABEL_STEP || k == LABEL_ATTEMPT);
     let metadata = ObjectMeta {
@@ -77,10 +69,7 @@ pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
         .filter(|a: &BTreeMap<String, String>| !a.is_empty()),
         ..ObjectMeta::default()
     };
-    CachedPod {
-        metadata,
-        status: status.map(CachedPodStatus::from),
-    }
+    CachedPod { metadata, status }
 }
 
 /// The attempt a pod runs, from its label.

@@ -35,7 +35,7 @@ pub mod wire;
 
 pub use self::evidence::{
     ANNOTATION_OBSERVED_FINISHED, keep_pod_evidence, latest_attempts, observe_pod, pod_attempt,
-    pod_step, signed,
+    pod_step,
 };
 pub use crate::cached_pod::{CONTAINER, CachedPod};
 
@@ -1207,7 +1207,7 @@ mod tests {
                 }
             }
             assert_eq!(decoded, expected, "{json}");
-            signatures.push(signed(&decoded));
+            signatures.push(decoded.signed());
         }
         assert_eq!(signatures, [true, false, false, false]);
         // Fields written as null decode as absent.
