@@ -46,8 +46,8 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 }
 
 /// Prepares a Workflow for the shared cache. Its managedFields go, as nothing reads them. Of a
-/// finished Workflow only what is still read stays: its metadata, type, phase, conditions and
-/// the targets its steps reported not ok (the group reads its type, phase, `Succeeded` message
+/// finished Workflow only what is still read stays: its name, owner and whether its group
+/// made it, its type, phase, conditions and the targets its steps reported not ok (the group reads its type, phase, `Succeeded` message
 /// and failed targets; its own reconcile stops at the phase). Its steps, targets, params and
 /// the rest of its step details stay in the API server: thousands of finished Workflows would
 /// otherwise hold them for nothing.
@@ -102,6 +102,13 @@ pub fn keep_what_is_read(
         rerun: workflow.spec.rerun.take(),
         ..WorkflowSpec::default()
     };
+    // Nor are its labels (its group's, copied, its type and wave) or annotations (its
+    // plugin's digest, its signature) read any more, but whether its group made it, noted
+    // above: a map of even one entry takes half a KiB, and there are thousands of these.
+    let signed = group_signed(workflow);
+    workflow.metadata.labels = None;
+    workflow.metadata.annotations = None;
+    provenance::mark_verified(&mut workflow.metadata, signed);
 }
 
 /// The UID of the WorkflowGroup `workflow` names as its controller, if it names one.
@@ -474,12 +481,10 @@ mod tests {
             {
                 detail.targets = report.clone();
             }
+            let provenance = Provenance::new(b"test");
+            provenance.sign_workflow(&mut full, "uid-g");
             let mut cached = full.clone();
-            keep_what_is_read(
-                &mut cached,
-                &Provenance::new(b"test"),
-                &mut Verdicts::default(),
-            );
+            keep_what_is_read(&mut cached, &provenance, &mut Verdicts::default());
             assert_eq!(
                 ObservedWorkflow::of(&cached)
                     .failed_targets
@@ -498,6 +503,21 @@ mod tests {
             let status = cached.status.as_ref().expect("a status");
             assert!(status.phase.is_some_and(|p| p.is_finished()), "{phase}");
             assert_eq!(cached.metadata.managed_fields, None);
+            // Whether its group made it is all that is left of its labels and annotations.
+            assert!(group_signed(&cached), "{phase}");
+            assert_eq!(cached.metadata.labels, None);
+            assert_eq!(
+                cached.metadata.annotations.as_ref().map(|a| a.len()),
+                Some(1)
+            );
+            let mut forged = full.clone();
+            forged.spec.targets[0].ip = "10.9.9.9".into();
+            keep_what_is_read(&mut forged, &provenance, &mut Verdicts::default());
+            assert!(
+                !group_signed(&forged),
+                "{phase}: changed after it was signed"
+            );
+            assert_eq!(forged.metadata.annotations, None);
             // What no reconcile reads of a finished Workflow is gone.
             assert!(cached.spec.steps.is_empty() && cached.spec.targets.is_empty());
             assert_eq!(cached.spec.params, None);

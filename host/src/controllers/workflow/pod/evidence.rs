@@ -13,17 +13,13 @@ use crate::api::{LABEL_ATTEMPT, LABEL_STEP, LABEL_WORKFLOW_UID, Workflow};
 use crate::cached_pod::{CachedPod, CachedPodStatus};
 use crate::controllers::workflow::step::Attempt;
 use crate::plugin::StepOutcome;
-use crate::provenance::{self, Provenance};
-
-/// Annotation the operator puts on its cached copy of a step pod (never on the pod itself):
-/// when its watch delivered the pod finished. The start of the next step is timed from it.
-pub const ANNOTATION_OBSERVED_FINISHED: &str = "workflow.rxg456.cn/observed-finished";
+use crate::provenance::Provenance;
 
 /// The cache's copy of a step pod: only what the Workflow controller reads (its
-/// name, controller, step and attempt labels, times, phase, the step container's state and an
-/// unschedulable condition), notes when a finished pod was first seen, and whether the
+/// name, controller, times, the step and attempt its labels name, phase, the step container's
+/// state and an unschedulable condition), when a finished pod was first seen, and whether the
 /// operator made it (`provenance` verifies its signature, which the spec it drops is needed
-/// for). The rest (its spec, with the command and every target, the group's labels, IPs,
+/// for). No label or annotation is kept as such. The rest (its spec, with the command and every target, the group's labels, IPs,
 /// images, other conditions) is ours or the kubelet's, and thousands of cached pods would hold
 /// it all.
 pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
@@ -41,7 +37,6 @@ pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
     let status = status.map(CachedPodStatus::from);
     let finished = status.as_ref().is_some_and(CachedPodStatus::finished);
     let mut labels = meta.labels.unwrap_or_default();
-    labels.retain(|k, _| k == LABEL_STEP || k == LABEL_ATTEMPT);
     let metadata = ObjectMeta {
         name: meta.name,
         namespace: meta.namespace,
@@ -55,31 +50,16 @@ pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
                 .filter(|r| r.controller == Some(true))
                 .collect()
         }),
-        labels: Some(labels),
-        annotations: Some(
-            [
-                finished.then(|| (ANNOTATION_OBSERVED_FINISHED, Timestamp::now().to_string())),
-                ours.then(|| (provenance::VERIFIED, "true".to_string())),
-            ]
-            .into_iter()
-            .flatten()
-            .map(|(k, v)| (k.to_string(), v))
-            .collect(),
-        )
-        .filter(|a: &BTreeMap<String, String>| !a.is_empty()),
         ..ObjectMeta::default()
     };
-    CachedPod { metadata, status }
-}
-
-/// The attempt a pod runs, from its label.
-pub fn pod_attempt(pod: &CachedPod) -> Option<u32> {
-    pod.labels().get(LABEL_ATTEMPT)?.parse().ok()
-}
-
-/// The step a pod runs, from its label.
-pub fn pod_step(pod: &CachedPod) -> Option<&str> {
-    pod.labels().get(LABEL_STEP).map(String::as_str)
+    CachedPod {
+        metadata,
+        step: labels.remove(LABEL_STEP),
+        attempt: labels.get(LABEL_ATTEMPT).and_then(|a| a.parse().ok()),
+        verified: ours,
+        observed_finished: finished.then(Timestamp::now),
+        status,
+    }
 }
 
 /// The latest attempt of each step of `workflow`, from its pods, at `now`.
@@ -90,7 +70,7 @@ pub fn latest_attempts(
 ) -> BTreeMap<String, Attempt> {
     let mut latest: BTreeMap<String, (u32, &CachedPod)> = BTreeMap::new();
     for pod in pods {
-        let (Some(step), Some(attempt)) = (pod_step(pod), pod_attempt(pod)) else {
+        let (Some(step), Some(attempt)) = (pod.step.as_deref(), pod.attempt) else {
             continue;
         };
         match latest.entry(step.to_string()) {
@@ -132,10 +112,7 @@ pub fn observe_pod(pod: &CachedPod, number: u32, timeout: Option<u32>, now: Time
     let deadline = timeout
         .zip(created)
         .map(|(secs, created)| created.as_second() + i64::from(secs));
-    let observed = pod
-        .annotations()
-        .get(ANNOTATION_OBSERVED_FINISHED)
-        .and_then(|t| t.parse::<Timestamp>().ok());
+    let observed = pod.observed_finished;
     let finished = |succeeded: bool, message: String| {
         let terminated = terminated(status);
         let mut message = terminated

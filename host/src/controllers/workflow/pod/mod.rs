@@ -33,10 +33,7 @@ use workflow_model::text;
 pub mod evidence;
 pub mod wire;
 
-pub use self::evidence::{
-    ANNOTATION_OBSERVED_FINISHED, keep_pod_evidence, latest_attempts, observe_pod, pod_attempt,
-    pod_step,
-};
+pub use self::evidence::{keep_pod_evidence, latest_attempts, observe_pod};
 pub use crate::cached_pod::{CONTAINER, CachedPod};
 
 /// Where `workflow-runner` looks for its SSH key and known hosts.
@@ -1112,12 +1109,13 @@ mod tests {
         running.status.as_mut().unwrap().pod_ip = Some("10.0.0.1".into());
         let running = keep_pod_evidence(running, &Provenance::new(b"test"));
         assert_eq!(running.metadata.annotations, None);
-        assert_eq!(running.labels()[LABEL_STEP], "validate-nodes");
-        assert_eq!(running.labels()[LABEL_ATTEMPT], "1");
-        assert!(
-            !running.labels().contains_key("team"),
-            "a group's label is not cached"
+        assert_eq!(
+            running.metadata.labels, None,
+            "no label is cached as a label"
         );
+        assert_eq!(running.step.as_deref(), Some("validate-nodes"));
+        assert_eq!(running.attempt, Some(1));
+        assert_eq!(running.observed_finished, None);
         assert_eq!(
             running.status,
             Some(CachedPodStatus {
@@ -1137,11 +1135,8 @@ mod tests {
         let done = keep_pod_evidence(done, &Provenance::new(b"test"));
         let attempt = observe_pod(&done, 1, None, Timestamp::now());
         assert!(attempt.outcome.is_some_and(|o| o.succeeded));
-        assert!(
-            attempt.observed.is_some(),
-            "{:?}",
-            done.metadata.annotations
-        );
+        assert!(done.observed_finished.is_some());
+        assert_eq!(attempt.observed, done.observed_finished);
     }
 
     #[test]
@@ -1202,9 +1197,7 @@ mod tests {
             let mut expected = keep_pod_evidence(whole.clone(), &provenance);
             // When each was seen finished: a moment apart.
             for pod in [&mut decoded, &mut expected] {
-                if let Some(a) = pod.metadata.annotations.as_mut() {
-                    a.remove(ANNOTATION_OBSERVED_FINISHED);
-                }
+                pod.observed_finished = None;
             }
             assert_eq!(decoded, expected, "{json}");
             signatures.push(decoded.signed());
@@ -1290,8 +1283,8 @@ mod tests {
                     "{phase}: {pod:?}"
                 );
             }
-            assert_eq!(pod_attempt(&cached), Some(2));
-            assert_eq!(pod_step(&cached), Some("check-network"));
+            assert_eq!(cached.attempt, Some(2));
+            assert_eq!(cached.step.as_deref(), Some("check-network"));
         }
     }
 }
