@@ -124,6 +124,11 @@ for peer in "${peers[@]+"${peers[@]}"}"; do
     tekton) wait_namespaces_gone tekton scale || exit 1 ;;
   esac
 done
+# A previous run's own namespaces still being deleted (its N groups' goes last, without
+# waiting) are waited for too: deleting their thousands of pods is load the sample would measure.
+for old_ns in $(kubectl get namespaces --no-headers 2>/dev/null | awk '$1 ~ /^bench-/ && $2 == "Terminating" {print $1}'); do
+  WAIT_INTERVAL=1 wait_until 600 "namespace $old_ns (a previous run's) to be deleted" not_terminating "$old_ns" || true
+done
 install_crds >/dev/null
 
 work="$(mktemp -d)"
