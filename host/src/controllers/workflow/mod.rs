@@ -47,8 +47,9 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 
 /// Prepares a Workflow for the shared cache. Its managedFields go, as nothing reads them. Of a
 /// finished Workflow only what is still read stays: its name, owner and whether its group
-/// made it, its type, phase, conditions and the targets its steps reported not ok (the group reads its type, phase, `Succeeded` message
-/// and failed targets; its own reconcile stops at the phase). Its steps, targets, params and
+/// made it, its type, phase, conditions and the targets its steps reported not ok (the group
+/// reads its type, phase, `Succeeded` message and failed targets; its own reconcile stops at
+/// the phase). Its steps, targets, params and
 /// the rest of its step details stay in the API server: thousands of finished Workflows would
 /// otherwise hold them for nothing.
 ///

@@ -19,9 +19,9 @@ use crate::provenance::Provenance;
 /// name, controller, times, the step and attempt its labels name, phase, the step container's
 /// state and an unschedulable condition), when a finished pod was first seen, and whether the
 /// operator made it (`provenance` verifies its signature, which the spec it drops is needed
-/// for). No label or annotation is kept as such. The rest (its spec, with the command and every target, the group's labels, IPs,
-/// images, other conditions) is ours or the kubelet's, and thousands of cached pods would hold
-/// it all.
+/// for). No label or annotation is kept as such. The rest (its spec, with the command and
+/// every target, the group's labels, IPs, images, other conditions) is ours or the kubelet's,
+/// and thousands of cached pods would hold it all.
 pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
     let workflow_uid = pod
         .labels()
