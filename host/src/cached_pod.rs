@@ -2,6 +2,8 @@
 //! step's attempt (the Workflow controller makes it, `keep_pod_evidence`, and reads the
 //! attempt from it; the locks read whether the step still runs).
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::api::core::v1::{ContainerState, Pod, PodCondition, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::ObjectMeta;
@@ -27,8 +29,9 @@ pub struct CachedPod {
     pub step: Option<String>,
     /// The attempt it runs, from its label.
     pub attempt: Option<u32>,
-    /// Whether its signature was found to be the operator's.
-    pub verified: bool,
+    /// Whether the operator made it (`keep_pod_evidence` found its signature): one without
+    /// it was made by someone else, whatever its ownerReferences claim.
+    pub signed: bool,
     /// When the cache first had it finished: the start of the next step is timed from it.
     pub observed_finished: Option<Timestamp>,
     pub status: Option<CachedPodStatus>,
@@ -80,11 +83,28 @@ pub(crate) use pod_resource;
 pod_resource!(CachedPod, metadata);
 
 impl CachedPod {
-    /// Whether the operator made it (`keep_pod_evidence` found its signature): one without
-    /// it was made by someone else, whatever its ownerReferences claim.
-    pub fn signed(&self) -> bool {
-        self.verified
+    /// Whether the operator made it as a step pod of the Workflow `workflow_uid`: signed, with
+    /// that Workflow as its controller (a reference alone anyone who may create pods can write).
+    pub fn made_for(&self, workflow_uid: &str) -> bool {
+        self.signed
+            && self
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|r| r.controller == Some(true) && r.uid == workflow_uid)
     }
+}
+
+/// The step and attempt a step pod's `labels` name.
+pub fn step_and_attempt(
+    labels: Option<&BTreeMap<String, String>>,
+) -> (Option<String>, Option<u32>) {
+    let label = |key: &str| labels?.get(key);
+    (
+        label(LABEL_STEP).cloned(),
+        label(LABEL_ATTEMPT).and_then(|a| a.parse().ok()),
+    )
 }
 
 impl CachedPodStatus {
@@ -99,11 +119,11 @@ impl From<Pod> for CachedPod {
     /// an attempt is read from. Whether it is signed is what its metadata says it was found
     /// ([`provenance::verified`]); `keep_pod_evidence` checks the signature itself.
     fn from(pod: Pod) -> Self {
-        let label = |key: &str| pod.metadata.labels.as_ref()?.get(key).cloned();
+        let (step, attempt) = step_and_attempt(pod.metadata.labels.as_ref());
         CachedPod {
-            step: label(LABEL_STEP),
-            attempt: label(LABEL_ATTEMPT).and_then(|a| a.parse().ok()),
-            verified: provenance::verified(&pod.metadata),
+            step,
+            attempt,
+            signed: provenance::verified(&pod.metadata),
             observed_finished: None,
             metadata: pod.metadata,
             status: pod.status.map(CachedPodStatus::from),
@@ -207,6 +227,35 @@ mod tests {
             ..PodStatus::default()
         };
         assert_eq!(CachedPodStatus::from(status), CachedPodStatus::default());
+    }
+
+    #[test]
+    fn a_pod_is_made_for_a_workflow_only_when_signed_and_controlled_by_it() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let owner = |uid: &str, controller: bool| OwnerReference {
+            uid: uid.into(),
+            controller: Some(controller),
+            ..OwnerReference::default()
+        };
+        let pod = |signed: bool, owner: OwnerReference| CachedPod {
+            signed,
+            metadata: ObjectMeta {
+                owner_references: Some(vec![owner]),
+                ..ObjectMeta::default()
+            },
+            ..CachedPod::default()
+        };
+        assert!(pod(true, owner("w", true)).made_for("w"));
+        assert!(!pod(false, owner("w", true)).made_for("w"), "unsigned");
+        assert!(
+            !pod(true, owner("w", false)).made_for("w"),
+            "not its controller"
+        );
+        assert!(
+            !pod(true, owner("v", true)).made_for("w"),
+            "another Workflow's"
+        );
+        assert!(!CachedPod::default().made_for(""), "no owner at all");
     }
 
     #[test]

@@ -609,11 +609,7 @@ enum Taken {
 /// Whether `pod` is a step pod of the Workflow with `uid` that has not finished: one the
 /// operator made (a pod someone else made under its name holds no lock).
 fn running_step_of(pod: &CachedPod, uid: &str) -> bool {
-    let ours = pod.signed()
-        && pod
-            .owner_references()
-            .iter()
-            .any(|r| r.controller == Some(true) && r.uid == uid);
+    let ours = pod.made_for(uid);
     let finished = pod.status.as_ref().is_some_and(CachedPodStatus::finished);
     ours && !finished
 }

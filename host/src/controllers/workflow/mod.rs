@@ -49,9 +49,8 @@ pub async fn reconcile(workflow: Arc<Workflow>, ctx: Arc<Context>) -> Result<Act
 /// finished Workflow only what is still read stays: its name, owner and whether its group
 /// made it, its type, phase, conditions and the targets its steps reported not ok (the group
 /// reads its type, phase, `Succeeded` message and failed targets; its own reconcile stops at
-/// the phase). Its steps, targets, params and
-/// the rest of its step details stay in the API server: thousands of finished Workflows would
-/// otherwise hold them for nothing.
+/// the phase). Its steps, targets, params and the rest of its step details stay in the API
+/// server: thousands of finished Workflows would otherwise hold them for nothing.
 ///
 /// A finished Workflow whose conditions its reconcile still has to complete (one that finished
 /// before those conditions existed) is kept whole: that reconcile writes the status whole, and
@@ -260,7 +259,7 @@ async fn step_pods(
     for missing in unseen_pods(old, &pods) {
         if let Some(pod) = pods_api.get_opt(&missing).await.map_err(Error::Kube)? {
             let pod = pod::keep_pod_evidence(pod, &ctx.provenance);
-            if write::controlled_by(&pod, uid) && pod.signed() {
+            if pod.made_for(uid) {
                 pods.push(pod);
             }
         }
@@ -401,7 +400,7 @@ fn unseen_pods(old: &WorkflowStatus, pods: &[CachedPod]) -> Vec<String> {
 fn cached_pods(ctx: &Context, workflow: &Workflow, ns: &str, uid: &str) -> Vec<CachedPod> {
     names::step_pod_names(workflow)
         .filter_map(|name| ctx.pods.get(&ObjectRef::new(&name).within(ns)))
-        .filter(|p| write::controlled_by(&**p, uid) && p.signed())
+        .filter(|p| p.made_for(uid))
         .map(|p| CachedPod::clone(&p))
         .collect()
 }

@@ -9,8 +9,8 @@ use k8s_openapi::jiff::Timestamp;
 use kube::ResourceExt;
 use kube::api::ObjectMeta;
 
-use crate::api::{LABEL_ATTEMPT, LABEL_STEP, LABEL_WORKFLOW_UID, Workflow};
-use crate::cached_pod::{CachedPod, CachedPodStatus};
+use crate::api::{LABEL_WORKFLOW_UID, Workflow};
+use crate::cached_pod::{CachedPod, CachedPodStatus, step_and_attempt};
 use crate::controllers::workflow::step::Attempt;
 use crate::plugin::StepOutcome;
 use crate::provenance::Provenance;
@@ -36,7 +36,7 @@ pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
     } = pod;
     let status = status.map(CachedPodStatus::from);
     let finished = status.as_ref().is_some_and(CachedPodStatus::finished);
-    let mut labels = meta.labels.unwrap_or_default();
+    let (step, attempt) = step_and_attempt(meta.labels.as_ref());
     let metadata = ObjectMeta {
         name: meta.name,
         namespace: meta.namespace,
@@ -54,9 +54,9 @@ pub fn keep_pod_evidence(pod: Pod, provenance: &Provenance) -> CachedPod {
     };
     CachedPod {
         metadata,
-        step: labels.remove(LABEL_STEP),
-        attempt: labels.get(LABEL_ATTEMPT).and_then(|a| a.parse().ok()),
-        verified: ours,
+        step,
+        attempt,
+        signed: ours,
         observed_finished: finished.then(Timestamp::now),
         status,
     }

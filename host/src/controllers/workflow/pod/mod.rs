@@ -1200,7 +1200,7 @@ mod tests {
                 pod.observed_finished = None;
             }
             assert_eq!(decoded, expected, "{json}");
-            signatures.push(decoded.signed());
+            signatures.push(decoded.signed);
         }
         assert_eq!(signatures, [true, false, false, false]);
         // Fields written as null decode as absent.
