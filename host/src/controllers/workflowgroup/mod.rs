@@ -311,7 +311,7 @@ async fn give_back(ctx: &Context, group: &WorkflowGroup, acting: bool) -> Result
     if acting || ctx.locks.steps_running(group) {
         return Ok(true);
     }
-    ctx.locks.release(&uid).await.map_err(Error::Kube)?;
+    ctx.locks.release_taken(&uid).await.map_err(Error::Kube)?;
     Ok(false)
 }
 
