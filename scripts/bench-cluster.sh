@@ -224,7 +224,8 @@ if [ "${CONTENDED_N:-100}" -gt 0 ]; then
   n_namespace="$ns"
   start_operator "$ns"
   python3 scripts/groups.py contended --sample "$SAMPLE" --count "$cn" --targets "$ct" >"$work/contended.yaml"
-  kubectl -n "$ns" get pods --watch --output-watch-events -o json --request-timeout=0 >"$work/contended-watch.json" 2>/dev/null &
+  # The client itself, not the `kubectl` function: $! is then the process the kill stops.
+  "$KUBECTL" -n "$ns" get pods --watch --output-watch-events -o json --request-timeout=0 >"$work/contended-watch.json" 2>/dev/null &
   watch_pid=$!
   sleep 1.5
   t0=$(date +%s.%N)

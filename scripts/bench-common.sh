@@ -39,7 +39,7 @@ wait_groups_finished() {
   while read -r name phase; do
     case "$phase" in Completed | Failed) finished[$name]=1 ;; esac
     [ "${#finished[@]}" -ge "$count" ] && break
-  done < <(exec timeout 3600 kubectl -n "$ns" get workflowgroups.workflow.rxg456.cn --watch \
+  done < <(exec timeout 3600 "$KUBECTL" -n "$ns" get workflowgroups.workflow.rxg456.cn --watch \
     --request-timeout=0 -o jsonpath='{.metadata.name} {.status.phase}{"\n"}' 2>/dev/null)
   watcher=$!
   kill "$watcher" 2>/dev/null || true

@@ -71,7 +71,8 @@ run_part() {
   before=$(lock_leases)
   (peak=0; while true; do n=$(($(lock_leases) - before)); [ "$n" -gt "$peak" ] && peak=$n && echo "$peak" >"$work/$part-leases-peak"; sleep 0.5; done) &
   poller=$!
-  kubectl -n "$ns" get pods --watch --output-watch-events -o json --request-timeout=0 >"$work/$part-watch.json" 2>/dev/null &
+  # The client itself, not the `kubectl` function: $! is then the process the kill stops.
+  "$KUBECTL" -n "$ns" get pods --watch --output-watch-events -o json --request-timeout=0 >"$work/$part-watch.json" 2>/dev/null &
   watcher=$!
   local ticks_started t0 t1 t_first hwm_kib ticks
   ticks_started=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")

@@ -10,8 +10,8 @@
 //!   [`LABEL_LOCK_HOLDER`] its UID), not an operator process. A lock therefore survives
 //!   operator restarts, failover and apiserver restarts, and needs no renewals.
 //! - A group gives its locks back by deleting its Leases (one delete-collection by that
-//!   label): when it finishes and none of its step pods still runs, between waves, and when
-//!   it is deleted.
+//!   label, or its one Lease by name): when it finishes and none of its step pods still runs,
+//!   between waves, and when it is deleted.
 //! - A holder that is gone (deleted, or finished) loses its locks: a group that finds one
 //!   takes it over, and the leader's sweeper deletes what is left within the lease time
 //!   (`spec.leaseDurationSeconds`, [`LockConfig::lease_duration`]).
