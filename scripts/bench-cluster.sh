@@ -188,7 +188,7 @@ t0=$(date +%s.%N)
 kubectl -n "$ns" apply -f "$work/groups.yaml" >/dev/null
 t_applied=$(date +%s.%N)
 wait_groups_finished "$ns" "$N"
-t1=$(date +%s.%N)
+t1=$finished_at
 cluster_snapshot after
 hwm_kib=$(awk '/VmHWM/ {print $2}' "/proc/$operator_pid/status")
 ticks=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")
@@ -231,7 +231,7 @@ if [ "${CONTENDED_N:-100}" -gt 0 ]; then
   t0=$(date +%s.%N)
   kubectl -n "$ns" apply -f "$work/contended.yaml" >/dev/null
   wait_groups_finished "$ns" "$cn"
-  t1=$(date +%s.%N)
+  t1=$finished_at
   sleep 1 # the watch's last events
   kill "$watch_pid" 2>/dev/null || true
   wait "$watch_pid" 2>/dev/null || true

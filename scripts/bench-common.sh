@@ -29,10 +29,13 @@ groups_finished() {
   failed=$(grep -c '^Failed$' <<<"$phases" || true)
   [ $((completed + failed)) -ge "$2" ]
 }
-# wait_groups_finished <namespace> <count>: until groups_finished (an hour at most). Watched,
+# wait_groups_finished <namespace> <count>: until groups_finished (an hour at most); sets
+# `finished_at`, the time the last one was seen finished. Watched,
 # as the sample's `kubectl wait` is, so that the time taken right after is when the last group
 # finished: a poll would add up to its interval and a kubectl start to each part's wall time
 # and not to the sample's. Polled only if the watch ends first (the API server closed it).
+# Custom columns print the groups already there one a line (jsonpath would print their list
+# as one object).
 wait_groups_finished() {
   local ns="$1" count="$2" name phase watcher
   local -A finished=()
@@ -40,9 +43,13 @@ wait_groups_finished() {
     case "$phase" in Completed | Failed) finished[$name]=1 ;; esac
     [ "${#finished[@]}" -ge "$count" ] && break
   done < <(exec timeout 3600 "$KUBECTL" -n "$ns" get workflowgroups.workflow.rxg456.cn --watch \
-    --request-timeout=0 -o jsonpath='{.metadata.name} {.status.phase}{"\n"}' 2>/dev/null)
+    --request-timeout=0 --no-headers -o custom-columns=NAME:.metadata.name,PHASE:.status.phase 2>/dev/null)
+  finished_at=$(date +%s.%N)
   watcher=$!
   kill "$watcher" 2>/dev/null || true
-  WAIT_INTERVAL=0.5 wait_until 3600 "$count groups in $ns to finish" groups_finished "$ns" "$count"
+  if ! groups_finished "$ns" "$count"; then
+    WAIT_INTERVAL=0.5 wait_until 3600 "$count groups in $ns to finish" groups_finished "$ns" "$count"
+    finished_at=$(date +%s.%N)
+  fi
 }
 

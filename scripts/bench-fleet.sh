@@ -82,7 +82,7 @@ run_part() {
   WAIT_INTERVAL=0.05 wait_until 600 "the first step pod" first_pod
   t_first=$(date +%s.%N)
   wait_groups_finished "$ns" "$count"
-  t1=$(date +%s.%N)
+  t1=$finished_at
   hwm_kib=$(awk '/VmHWM/ {print $2}' "/proc/$operator_pid/status")
   ticks=$(awk '{print $14 + $15}' "/proc/$operator_pid/stat")
   curl -fsS "http://127.0.0.1:$port/metrics" >"$work/$part-metrics.txt" || true
