@@ -30,12 +30,10 @@ groups_finished() {
   [ $((completed + failed)) -ge "$2" ]
 }
 # wait_groups_finished <namespace> <count>: until groups_finished (an hour at most); sets
-# `finished_at`, the time the last one was seen finished. Watched,
-# as the sample's `kubectl wait` is, so that the time taken right after is when the last group
-# finished: a poll would add up to its interval and a kubectl start to each part's wall time
-# and not to the sample's. Polled only if the watch ends first (the API server closed it).
-# Custom columns print the groups already there one a line (jsonpath would print their list
-# as one object).
+# `finished_at`, when the last one was seen finished. Watched, as the sample's `kubectl wait`
+# is: a poll would add up to its interval and a kubectl start to each part's wall time and not
+# to the sample's. Polled only if the watch ends first (the API server closed it). Custom
+# columns print the groups already there one a line (jsonpath prints their list as one object).
 wait_groups_finished() {
   local ns="$1" count="$2" name phase watcher
   local -A finished=()

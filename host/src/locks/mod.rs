@@ -576,13 +576,13 @@ impl Locks {
     }
 
     /// Gives back every lock the group with `uid` holds, all of them taken in an earlier
-    /// reconcile (its Workflows ran with them): as [`Locks::release`], but the one Lease the
-    /// cache shows it holding, if it is one, is deleted by name. A delete-collection first
-    /// lists from the API server, which waits for its watch cache to be as fresh as etcd: 40 ms
-    /// a delete under load, against 5 for one by name, and this delete is what a group in line
-    /// waits for. A Lease taken long enough ago is in the cache; if one were not (a watch
-    /// reconnecting), it is not lost: its holder has finished, so a group in line takes it as
-    /// it takes any Lease of a gone holder, and the sweeper deletes it.
+    /// reconcile (its Workflows ran with them): as [`Locks::release`], but when the cache
+    /// shows it holding one Lease, that Lease is deleted by name. A delete-collection first
+    /// lists, and the API server serves that list only once its watch cache is as fresh as
+    /// etcd: 40 ms a request under load, where a Lease create takes 5, and this delete is what
+    /// a group in line waits for. A Lease taken long enough ago is in the cache; if one were
+    /// not (a watch reconnecting), it is not lost: its holder has finished, so a group in line
+    /// takes it over as any Lease of a gone holder, and the sweeper deletes it.
     ///
     /// # Errors
     /// The API server refused the delete.
@@ -593,7 +593,7 @@ impl Locks {
         };
         self.waiters.giving_back(uid);
         match lease::delete_exact(&self.api(), lease).await? {
-            // Changed since it was cached (it never is but by its holder): all by label.
+            // Changed since it was cached: all of the holder's, by label.
             Deleted::Changed => lease::delete_held(&self.api(), uid).await?,
             Deleted::Now | Deleted::Already => info!(holder = uid, "gave back its lock"),
         }
