@@ -86,13 +86,7 @@ impl CachedPod {
     /// Whether the operator made it as a step pod of the Workflow `workflow_uid`: signed, with
     /// that Workflow as its controller (a reference alone anyone who may create pods can write).
     pub fn made_for(&self, workflow_uid: &str) -> bool {
-        self.signed
-            && self
-                .metadata
-                .owner_references
-                .iter()
-                .flatten()
-                .any(|r| r.controller == Some(true) && r.uid == workflow_uid)
+        self.signed && provenance::controlled_by(self, workflow_uid)
     }
 }
 

@@ -30,6 +30,15 @@ pub const ANNOTATION: &str = "workflow.rxg456.cn/signature";
 /// signature covers (a cached pod keeps no spec).
 pub const VERIFIED: &str = "workflow.rxg456.cn/verified";
 
+/// Whether `obj` is controlled by the object with `owner_uid` (a label alone could be copied;
+/// only a controller reference counts). Who the reference names is only a claim: what the
+/// operator made also carries its signature.
+pub fn controlled_by(obj: &impl kube::Resource, owner_uid: &str) -> bool {
+    kube::ResourceExt::owner_references(obj)
+        .iter()
+        .any(|o| o.uid == owner_uid && o.controller == Some(true))
+}
+
 /// Whether a cached object was found signed by the operator ([`mark_verified`]).
 pub fn verified(meta: &ObjectMeta) -> bool {
     meta.annotations

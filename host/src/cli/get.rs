@@ -17,6 +17,7 @@ use crate::api::{
 };
 use crate::controllers::workflow::pod::CONTAINER;
 use crate::names::approval_name;
+use crate::provenance;
 
 /// What `get` prints.
 #[derive(Debug, Clone, Copy, clap::ValueEnum)]
@@ -388,11 +389,7 @@ async fn group_and_workflows(
         .with_context(|| format!("listing the Workflows of {ns}/{name}"))?
         .items
         .into_iter()
-        .filter(|w| {
-            w.owner_references()
-                .iter()
-                .any(|r| r.controller == Some(true) && r.uid == uid)
-        })
+        .filter(|w| provenance::controlled_by(w, &uid))
         .collect();
     Ok((group, workflows))
 }

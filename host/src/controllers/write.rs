@@ -26,13 +26,7 @@ use super::error::{Error, Result};
 use super::status::Transition;
 use workflow_model::text::printable;
 
-/// Whether `obj` is controlled by the object with `owner_uid` (a label alone could be copied;
-/// only a controller reference counts).
-pub fn controlled_by(obj: &impl Resource, owner_uid: &str) -> bool {
-    obj.owner_references()
-        .iter()
-        .any(|o| o.uid == owner_uid && o.controller == Some(true))
-}
+pub use crate::provenance::controlled_by;
 
 /// Creates `child`, whose name is deterministic. One that already exists counts as created
 /// when `ours` accepts it (an earlier reconcile made it and its status write was lost, as the

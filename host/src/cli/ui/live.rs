@@ -22,6 +22,7 @@ use crate::controllers::status::succeeded;
 use crate::locks::{
     ANNOTATION_LOCKS, LABEL_LOCK, LABEL_LOCK_HOLDER, claims, holder_name, locked_by,
 };
+use crate::provenance;
 use crate::view::GroupView;
 
 /// Most Events listed for a group, the newest.
@@ -204,9 +205,7 @@ impl Live {
             .filter(|w| {
                 w.namespace() == namespace
                     && w.labels().get(LABEL_GROUP_NAME) == Some(&group.name_any())
-                    && w.owner_references()
-                        .iter()
-                        .any(|r| r.controller == Some(true) && r.uid == uid)
+                    && provenance::controlled_by(&***w, &uid)
             })
             .map(|w| (**w).clone())
             .collect()
