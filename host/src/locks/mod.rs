@@ -566,13 +566,7 @@ impl Locks {
     /// # Errors
     /// The API server refused the delete.
     pub async fn release(&self, uid: &str) -> kube::Result<()> {
-        let held = self.held_by(uid);
-        // Before the delete: every Lease of the group acquired until now goes with it, those
-        // the cache has not shown yet too.
-        self.waiters.giving_back(uid);
-        lease::delete_held(&self.api(), uid).await?;
-        self.waiters.released(&held);
-        Ok(())
+        self.give_back(uid, false).await
     }
 
     /// Gives back every lock the group with `uid` holds, all of them taken in an earlier
@@ -587,15 +581,27 @@ impl Locks {
     /// # Errors
     /// The API server refused the delete.
     pub async fn release_taken(&self, uid: &str) -> kube::Result<()> {
+        self.give_back(uid, true).await
+    }
+
+    /// Deletes the Leases of the group with `uid`: one delete-collection by its holder label,
+    /// or, when `one_by_name` and the cache shows it holding exactly one, that one by name
+    /// (still by label if it changed since it was cached).
+    async fn give_back(&self, uid: &str, one_by_name: bool) -> kube::Result<()> {
         let held = self.held_by(uid);
-        let [lease] = held.as_slice() else {
-            return self.release(uid).await;
-        };
+        // Before the delete: every Lease of the group acquired until now goes with it, those
+        // the cache has not shown yet too.
         self.waiters.giving_back(uid);
-        match lease::delete_exact(&self.api(), lease).await? {
-            // Changed since it was cached: all of the holder's, by label.
-            Deleted::Changed => lease::delete_held(&self.api(), uid).await?,
-            Deleted::Now | Deleted::Already => info!(holder = uid, "gave back its lock"),
+        let by_name = match held.as_slice() {
+            [lease] if one_by_name => {
+                lease::delete_exact(&self.api(), lease).await? != Deleted::Changed
+            }
+            _ => false,
+        };
+        if by_name {
+            info!(holder = uid, "gave back its lock");
+        } else {
+            lease::delete_held(&self.api(), uid).await?;
         }
         self.waiters.released(&held);
         Ok(())
