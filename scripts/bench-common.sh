@@ -35,16 +35,21 @@ groups_finished() {
 # to the sample's. Polled only if the watch ends first (the API server closed it). Custom
 # columns print the groups already there one a line (jsonpath prints their list as one object).
 wait_groups_finished() {
-  local ns="$1" count="$2" name phase watcher
+  local ns="$1" count="$2" name phase fd
   local -A finished=()
-  while read -r name phase; do
+  # On a descriptor of its own, so that its pid is known while it runs (`group_watch`, which
+  # the scripts' exit traps stop too: an interrupted run leaves no watch behind).
+  exec {fd}< <(exec timeout 3600 "$KUBECTL" -n "$ns" get workflowgroups.workflow.rxg456.cn --watch \
+    --request-timeout=0 --no-headers -o custom-columns=NAME:.metadata.name,PHASE:.status.phase 2>/dev/null)
+  group_watch=$!
+  while read -r -u "$fd" name phase; do
     case "$phase" in Completed | Failed) finished[$name]=1 ;; esac
     [ "${#finished[@]}" -ge "$count" ] && break
-  done < <(exec timeout 3600 "$KUBECTL" -n "$ns" get workflowgroups.workflow.rxg456.cn --watch \
-    --request-timeout=0 --no-headers -o custom-columns=NAME:.metadata.name,PHASE:.status.phase 2>/dev/null)
+  done
   finished_at=$(date +%s.%N)
-  watcher=$!
-  kill "$watcher" 2>/dev/null || true
+  exec {fd}<&-
+  kill "$group_watch" 2>/dev/null || true
+  group_watch=""
   if ! groups_finished "$ns" "$count"; then
     WAIT_INTERVAL=0.5 wait_until 3600 "$count groups in $ns to finish" groups_finished "$ns" "$count"
     finished_at=$(date +%s.%N)

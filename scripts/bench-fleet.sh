@@ -47,6 +47,7 @@ poller=""
 watcher=""
 cleanup() {
   [ -n "$operator_pid" ] && kill "$operator_pid" 2>/dev/null || true
+  [ -n "${group_watch:-}" ] && kill "$group_watch" 2>/dev/null || true
   [ -n "$poller" ] && kill "$poller" 2>/dev/null || true
   [ -n "$watcher" ] && kill "$watcher" 2>/dev/null || true
   if [ -n "${KEEP_WORK:-}" ]; then log "kept the operator logs in $work"; else rm -rf "$work"; fi
