@@ -130,10 +130,7 @@ for old_ns in $(kubectl get namespaces --no-headers 2>/dev/null | awk '$1 ~ /^be
   WAIT_INTERVAL=1 wait_until 600 "namespace $old_ns (a previous run's) to be deleted" not_terminating "$old_ns" || true
 done
 install_crds >/dev/null
-# The API server's first create of a kind after its CRD is created takes about 2 s (its quota
-# admission adds an evaluator for the kind): a server-side dry run pays it here, not the
-# sample's first run. It creates nothing.
-kubectl create --dry-run=server -f "$SAMPLE" >/dev/null
+prime_creates "$SAMPLE"
 
 work="$(mktemp -d)"
 operator_pid=""

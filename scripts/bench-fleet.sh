@@ -40,6 +40,7 @@ log "building the operator (cargo profile $PROFILE)"
 cargo build -q --profile "$PROFILE" -p workflow-operator
 tests/cluster/cluster.sh up >&2
 install_crds >/dev/null
+prime_creates "$SAMPLE"
 
 work="$(mktemp -d)"
 operator_pid=""
